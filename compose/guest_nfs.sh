@@ -1,0 +1,165 @@
+#!/bin/sh
+# Guest half of compose/vm.py: runs as root inside the virtme-ng VM (vng --exec).
+#
+# It turns the throw-away guest into one machine that is both a knfsd server
+# and N independent NFSv3 clients (one mount per simulated host, each with
+# `nosharecache`, so each keeps its own attribute and dentry caches), then runs
+# the caller's command against those mounts.  Recipe and measurements:
+# DESIGN.md section 7.
+#
+# Usage: guest_nfs.sh CTL_DIR
+#   CTL_DIR is the --rwdir shared with the host.  The host writes
+#   CTL_DIR/job.env (set-up variables) and CTL_DIR/command.env (the command's
+#   exports: PATH, NFS_MOUNTS, NFS_OUT, ...), see vm.py:write_job; this script
+#   writes back into it:
+#     step         the step in progress (so the host can name what failed)
+#     failed-step  written only when a set-up step failed
+#     vm-setup.log everything the set-up printed, plus a dmesg tail
+#     log.txt      the command's stdout and stderr, interleaved
+#     status       the command's exit status
+#     out/         $NFS_OUT, where the command leaves its results
+#
+# The guest sees the host's root filesystem read-only over 9p; /etc, /var,
+# /srv, /tmp are writable overlays that vanish with the VM, and there is no
+# network card: every NFS RPC stays on the guest's loopback.
+
+set -u
+
+CTL=$1
+. "$CTL/job.env"
+
+SETUP_LOG=$CTL/vm-setup.log
+EXPORT=/srv/nfs
+STEP=start
+: >"$SETUP_LOG"
+
+# Name the step first, so a failure anywhere after it is reported by name.
+step() {
+    STEP=$1
+    echo "$STEP" >"$CTL/step"
+    echo "== $(cut -d' ' -f1 /proc/uptime)s $STEP" >>"$SETUP_LOG"
+}
+
+fail() {
+    echo "$STEP" >"$CTL/failed-step"
+    echo "-- dmesg tail" >>"$SETUP_LOG"
+    dmesg | tail -n 60 >>"$SETUP_LOG" 2>&1
+    echo "vm guest: set-up step '$STEP' failed (see vm-setup.log)" >&2
+    exit 1
+}
+
+# Run a set-up command, logging its output; any failure ends the set-up.
+run() {
+    echo "\$ $*" >>"$SETUP_LOG"
+    "$@" >>"$SETUP_LOG" 2>&1 || fail
+}
+
+write() {  # write VALUE FILE: a /proc or /sys knob
+    echo "\$ echo $1 > $2" >>"$SETUP_LOG"
+    echo "$1" >"$2" 2>>"$SETUP_LOG" || fail
+}
+
+load_modules() {
+    step modules
+    for m in sunrpc lockd nfs_acl grace nfsd nfs nfsv3 loop ext4; do
+        run modprobe "$m"
+    done
+}
+
+# The first lock after a server start blocks for the grace period, about 92 s
+# measured (DESIGN.md section 7): lockd's own grace (nlm_grace_period, else
+# 5 * nlm_timeout) and, because locks_in_grace() checks every grace manager in
+# the namespace, nfsd's NFSv4 grace (nfsv4gracetime, 90 s) too.  This server
+# has just booted with no clients to reclaim anything, so shorten both before
+# the server starts and end both once it runs (end_grace, below).
+shorten_grace() {
+    step grace-period
+    write 10 /proc/sys/fs/nfs/nlm_grace_period
+    run mount -t nfsd nfsd /proc/fs/nfsd
+    write 10 /proc/fs/nfsd/nfsv4gracetime
+    write 10 /proc/fs/nfsd/nfsv4leasetime
+}
+
+# A loop-mounted ext4 image, as measured: a real on-disk filesystem with
+# nanosecond mtimes (the change attribute the client revalidates against).
+make_export() {
+    step export-filesystem
+    run mkdir -p /run/nfs-image "$EXPORT"
+    run truncate -s "${VM_EXPORT_SIZE:-512M}" /run/nfs-image/export.ext4
+    run mkfs.ext4 -q -F /run/nfs-image/export.ext4
+    run mount -o loop /run/nfs-image/export.ext4 "$EXPORT"
+    run chmod 1777 "$EXPORT"
+}
+
+start_server() {
+    step rpcbind
+    run mkdir -p /run/rpcbind /var/lib/nfs/sm /var/lib/nfs/sm.bak
+    run ip link set lo up
+    # Plain rpcbind: `-h 127.0.0.1` crashes on this release (DESIGN.md s7).
+    run rpcbind -w
+    step rpc.statd
+    run rpc.statd --no-notify
+    step exportfs
+    : >/etc/exports
+    run exportfs -o rw,sync,no_subtree_check,no_root_squash,insecure,fsid=1 \
+        "127.0.0.1:$EXPORT"
+    step rpc.mountd
+    run rpc.mountd
+    step rpc.nfsd
+    run rpc.nfsd -H 127.0.0.1 8
+    run cat /proc/fs/nfsd/versions
+}
+
+end_grace() {
+    step end-grace
+    write Y /proc/fs/lockd/nlm_end_grace
+    write Y /proc/fs/nfsd/v4_end_grace
+}
+
+# One mount per simulated host.  `nosharecache` gives each its own superblock,
+# hence its own caches, although all share one kernel (DESIGN.md s7: locks
+# only conflict between different OS processes).
+mount_hosts() {
+    step mount-hosts
+    # /mnt is on the read-only root: put a scratch tmpfs over it.
+    run mount -t tmpfs -o mode=0755 vm-mnt /mnt
+    echo "$VM_HOSTS" | while read -r name opts; do
+        [ -n "$name" ] || continue
+        step "mount-host-$name"
+        run mkdir -p "/mnt/nfs/$name"
+        run mount -t nfs -o "$opts,nosharecache" "127.0.0.1:$EXPORT" "/mnt/nfs/$name"
+    done || exit 1
+    step mount-table
+    grep " nfs " /proc/mounts >>"$SETUP_LOG"
+}
+
+log_ready() {
+    step ready
+    echo "-- dmesg tail" >>"$SETUP_LOG"
+    dmesg | tail -n 25 >>"$SETUP_LOG" 2>&1
+}
+
+# The caller's command, with the caller's cwd, PATH and virtualenv; stdin is
+# closed so a stray read cannot hang the VM on the console.
+run_command() {
+    mkdir -p "$CTL/out" /tmp/vm-home
+    cd "$VM_CWD" || { STEP=cwd; fail; }
+    echo "== $(cut -d' ' -f1 /proc/uptime)s command: $VM_CMD" >>"$SETUP_LOG"
+    echo command >"$CTL/step"
+    {
+        ( . "$CTL/command.env" && eval "exec $VM_CMD" ) </dev/null 2>&1
+        echo $? >"$CTL/status"
+    } | tee "$CTL/log.txt"
+    echo "== $(cut -d' ' -f1 /proc/uptime)s command exited $(cat "$CTL/status")" >>"$SETUP_LOG"
+    echo done >"$CTL/step"
+}
+
+load_modules
+shorten_grace
+make_export
+start_server
+: end_grace
+mount_hosts
+log_ready
+run_command
+exit "$(cat "$CTL/status")"

@@ -1,0 +1,59 @@
+"""simfs: a deterministic simulation of NFS client semantics.
+
+Several hosts share one NFSv3 export, each through its own Linux-like
+client cache, under a virtual clock; users' own Python code runs as
+processes on them, deterministically from a seed.
+
+    from simfs import World
+    w = World(seed=1)
+    a = w.host("a", mount="vers=3")
+    b = w.host("b", mount="vers=3,acdirmin=3,acdirmax=3")
+    p = w.spawn(b, poll_for_marker, "/shared/t/marker")
+    w.run()
+    p.result(); w.now; w.trace.format(); b.rpc_counts()
+"""
+
+from ._errors import (
+    BlockedOutsideSimulation,
+    ChooserError,
+    Deadlock,
+    FaultPlanError,
+    HostCrashed,
+    MountOptionError,
+    ProcessNotFinished,
+    ReplayDiverged,
+    SimfsError,
+    SimulationEscape,
+)
+from ._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostCrash
+from ._mount import MountOptions
+from ._scheduler import Process, current_process
+from ._server import Attrs
+from ._trace import Trace, TraceEvent
+from ._world import Host, World
+
+__all__ = [
+    "FAULTABLE_OPS",
+    "Attrs",
+    "BlockedOutsideSimulation",
+    "ChooserError",
+    "CloseDelay",
+    "Deadlock",
+    "FaultPlan",
+    "FaultPlanError",
+    "FaultRule",
+    "Host",
+    "HostCrash",
+    "HostCrashed",
+    "MountOptionError",
+    "MountOptions",
+    "Process",
+    "ProcessNotFinished",
+    "ReplayDiverged",
+    "SimfsError",
+    "SimulationEscape",
+    "Trace",
+    "TraceEvent",
+    "World",
+    "current_process",
+]

@@ -1,0 +1,114 @@
+"""The one exception hierarchy of simfs.
+
+Errors name the object at fault, say what is wrong and what is allowed,
+and subclass the builtin a user would catch (``ValueError`` for bad
+configuration).  Simulated filesystem errors are plain ``OSError``s with
+the real ``errno`` and ``strerror``, marked as simulated, exactly as
+pyfakefs does, so user code handles them the way it handles real ones.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+import os
+
+
+class SimfsError(Exception):
+    """Base class of every error simfs raises about itself or its inputs."""
+
+
+class MountOptionError(SimfsError, ValueError):
+    """An nfs(5) mount option string holds an option simfs cannot honour."""
+
+    def __init__(self, option: str, problem: str, allowed: str) -> None:
+        self.option = option
+        self.problem = problem
+        self.allowed = allowed
+        super().__init__(f"mount option {option!r}: {problem}; allowed: {allowed}")
+
+
+class FaultPlanError(SimfsError, ValueError):
+    """A fault rule that could never fire as written, or names something unknown."""
+
+
+class ChooserError(SimfsError, ValueError):
+    """The schedule chooser returned something that is not a valid choice."""
+
+
+class ReplayDiverged(SimfsError):
+    """A recorded schedule ran out, or no longer fits the run it replays."""
+
+
+class SimulationEscape(SimfsError):
+    """Code inside a simulated process reached outside the simulation.
+
+    Raised inside the process *and* re-raised by ``World.run()`` at the end,
+    so code that swallows it (``except Exception: pass``) still fails loudly.
+    """
+
+    def __init__(self, process: str, host: str, what: str) -> None:
+        self.process = process
+        self.host = host
+        self.what = what
+        super().__init__(
+            f"process {process!r} on host {host!r} escaped the simulation: {what}"
+        )
+
+
+class BlockedOutsideSimulation(SimfsError):
+    """A simulated process stopped yielding: it waits on something real."""
+
+    def __init__(self, process: str, host: str, last_call: str, seconds: float) -> None:
+        self.process = process
+        self.host = host
+        self.last_call = last_call
+        super().__init__(
+            f"process {process!r} on host {host!r} has not yielded to the simulation "
+            f"for {seconds:g} s of real time (last simulated call: {last_call}); it is "
+            "blocked on something real: a lock, queue or socket created outside the "
+            "world, a subprocess, or a C extension's own wait. Create locks and queues "
+            "inside the simulated process, or raise World(step_timeout=...) for long "
+            "pure computations."
+        )
+
+
+class Deadlock(SimfsError):
+    """Nothing can run and no timer is pending, yet processes have not finished."""
+
+    def __init__(self, blocked: list[str]) -> None:
+        self.blocked = blocked
+        super().__init__(
+            "simulation deadlocked: nothing is runnable and no timer is pending; blocked: "
+            + "; ".join(blocked)
+        )
+
+
+class ProcessNotFinished(SimfsError):
+    """``Process.result()`` was asked for before the process ended."""
+
+
+class HostCrashed(SimfsError):
+    """The process's host crashed (a fault plan's ``HostCrash``) before it finished."""
+
+
+class ProcessKilled(BaseException):  # noqa: N818 - it unwinds, it is not an error
+    """Unwinds a process the world is tearing down.
+
+    A ``BaseException`` so that ``except Exception`` in user code cannot stop
+    the teardown, as ``SystemExit`` does for ``sys.exit``.
+    """
+
+
+def simulated_oserror(code: int, path: str | None = None, path2: str | None = None) -> OSError:
+    """An ``OSError`` of the right subclass, with the real strerror, marked simulated."""
+    message = f"{os.strerror(code)} (simulated NFS)"
+    if path2 is not None:
+        return OSError(code, message, path, None, path2)
+    if path is not None:
+        return OSError(code, message, path)
+    return OSError(code, message)
+
+
+def errno_name(code: int) -> str:
+    """``ENOENT`` for 2; the number itself for codes the platform does not name."""
+    return _errno.errorcode.get(code, str(code))

@@ -1,0 +1,422 @@
+"""Discrete-event scheduling of simulated processes, one OS thread each.
+
+Why threads with a baton, not greenlets (DESIGN §3.2): every simulated
+process must be able to run ``trio.run``, and trio keeps its run state in a
+``threading.local``; two hosts running async code would clash on one
+greenlet thread.  Threads also keep users' own ``threading.local`` working.
+The price is the switch: measured here (``python bench/bench_core.py``) at
+about 10-20 µs per baton pass against 0.4 µs for greenlet, and paid only
+when a different process runs next.  A process that is the only runnable one
+passes its yield points without any OS switch.
+
+Exactly one thread holds the baton: the running process, or the thread
+that called ``run()``.  A process gives the baton up at every simulated
+syscall and sleep; the scheduler code runs in whichever thread holds it.
+Virtual time moves only when nothing is runnable, straight to the next timer.
+When two or more processes are runnable at one instant the *chooser* picks
+one; it is asked only then, so a Hypothesis choice sequence stays short.
+
+A chooser given as a plain callable is called on the thread that called
+``run()``, because Hypothesis's ``data.draw`` works only on the test's own
+thread; the seeded default and recorded replays are drawn in place.
+"""
+
+from __future__ import annotations
+
+import _thread
+import heapq
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from ._clock import NS_PER_S, VirtualClock
+from ._errors import (
+    BlockedOutsideSimulation,
+    ChooserError,
+    HostCrashed,
+    ProcessKilled,
+    ProcessNotFinished,
+)
+
+if TYPE_CHECKING:
+    from ._world import Host
+
+# Process states.
+NEW: Final = 0
+RUNNABLE: Final = 1
+RUNNING: Final = 2
+SLEEPING: Final = 3
+BLOCKED: Final = 4
+DETACHED: Final = 5  # will never run again (crashed host, exited group's daemon)
+DONE: Final = 6
+
+_STATE_NAMES: Final = ("new", "runnable", "running", "sleeping", "blocked", "detached", "done")
+
+# Routing: which simulated process, if any, the calling OS thread is.
+_tls = _thread._local()
+
+
+def current_process() -> Process | None:
+    """The simulated process running on this OS thread, or None outside the world."""
+    return getattr(_tls, "process", None)
+
+
+class ProcessGroup:
+    """What one simulated OS process shares between its threads.
+
+    The descriptor table, working directory, pid and the owner of its POSIX
+    (lockf) locks belong to the OS process, not to a thread.
+    """
+
+    __slots__ = ("cwd", "fds", "live_threads", "pid", "rng_seed")
+
+    def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
+        self.pid = pid
+        self.cwd = cwd
+        self.fds: dict[int, Any] = {}
+        self.live_threads: list[Process] = []
+        self.rng_seed = rng_seed
+
+
+class Process:
+    """One simulated process or thread: a callable running on a host.
+
+    ``result()`` returns the callable's value or re-raises its exception.
+    """
+
+    __slots__ = ("_baton", "_error", "_value", "daemon", "group", "host", "joiners", "kill",
+                 "last_call", "name", "parent", "pid", "scheduler", "started", "state",
+                 "syscalls", "target", "thread_local", "wait_token", "waiting_on", "woken")
+
+    def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
+                 target: Callable[[], object], group: ProcessGroup, parent: Process | None,
+                 daemon: bool) -> None:
+        self.scheduler = scheduler
+        self.pid = pid
+        self.name = name
+        self.host = host
+        self.target = target
+        self.group = group
+        self.parent = parent
+        self.daemon = daemon
+        self.state = NEW
+        self._baton = _thread.allocate_lock()
+        self._baton.acquire()
+        self.started = False
+        self.wait_token = 0
+        self.woken = False
+        self.waiting_on = ""
+        self.last_call: tuple[str, str] | None = None
+        self.kill: BaseException | None = None
+        self.joiners: list[Process] = []
+        self._value: object = None
+        self._error: BaseException | None = None
+        self.syscalls: Any = None
+        self.thread_local: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self.state]}>"
+
+    @property
+    def done(self) -> bool:
+        return self.state == DONE
+
+    def describe(self) -> str:
+        """One line for error messages: who, where, doing what."""
+        last = "none" if self.last_call is None else f"{self.last_call[0]}({self.last_call[1]!r})"
+        waiting = f", waiting on {self.waiting_on}" if self.waiting_on else ""
+        return (f"{self.name!r} on host {self.host.name!r} ({_STATE_NAMES[self.state]}"
+                f"{waiting}; last call {last})")
+
+    def result(self) -> object:
+        """The return value of the process's callable.
+
+        Raises:
+            ProcessNotFinished: the process has not ended yet.
+            BaseException: whatever the callable raised, re-raised.
+        """
+        if self.state != DONE:
+            raise ProcessNotFinished(f"process {self.describe()} has not finished")
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+    def exception(self) -> BaseException | None:
+        """What the callable raised, or None; raises if it has not finished."""
+        if self.state != DONE:
+            raise ProcessNotFinished(f"process {self.describe()} has not finished")
+        return self._error
+
+
+class Scheduler:
+    """Owns the virtual clock, the runnable set and the timers."""
+
+    def __init__(self, clock: VirtualClock, choose: Callable[[int], int], *,
+                 choose_on_main: bool, step_timeout: float) -> None:
+        self.clock = clock
+        self._choose = choose
+        self._choose_on_main = choose_on_main
+        self.step_timeout = step_timeout
+        self.choices: list[int] = []
+        self.runnable: list[Process] = []
+        self.timers: list[tuple[int, int, Any, int]] = []
+        self._seq = itertools.count()
+        self.current: Process | None = None
+        self.until_ns: int | None = None
+        self.progress = 0
+        self._main_baton = _thread.allocate_lock()
+        self._main_baton.acquire()
+        self._main_ident: int | None = None
+        self._need_choice = False
+        self.closing = False
+        self.broken: BaseException | None = None
+        self.fatal: BaseException | None = None
+        self.on_exit: Callable[[Process], None] = lambda process: None
+
+    # -- called by the running process ---------------------------------------
+
+    def checkpoint(self) -> Process:
+        """The running process, after honouring a pending kill."""
+        process: Process = _tls.process
+        if process.kill is not None:
+            raise process.kill
+        return process
+
+    def yield_now(self) -> None:
+        """A yield point: the caller stays runnable; someone else may run first."""
+        process = self.checkpoint()
+        self.progress += 1
+        if not self.runnable and not (self.timers and self.timers[0][0] <= self.clock.now_ns):
+            return
+        process.state = RUNNABLE
+        self.runnable.append(process)
+        self._dispatch(process)
+
+    def sleep_until(self, when_ns: int) -> None:
+        process = self.checkpoint()
+        self.progress += 1
+        if when_ns <= self.clock.now_ns:
+            self.yield_now()
+            return
+        process.state = SLEEPING
+        process.wait_token += 1
+        heapq.heappush(self.timers, (when_ns, next(self._seq), process, process.wait_token))
+        self._dispatch(process)
+
+    def sleep(self, seconds_ns: int) -> None:
+        self.sleep_until(self.clock.now_ns + seconds_ns)
+
+    def block(self, waiting_on: str, deadline_ns: int | None = None) -> bool:
+        """Park until ``wake()``; True if woken, False if the deadline passed."""
+        process = self.checkpoint()
+        self.progress += 1
+        process.state = BLOCKED
+        process.woken = False
+        process.waiting_on = waiting_on
+        process.wait_token += 1
+        if deadline_ns is not None:
+            heapq.heappush(self.timers, (deadline_ns, next(self._seq), process,
+                                         process.wait_token))
+        self._dispatch(process)
+        process.waiting_on = ""
+        return process.woken
+
+    def wake(self, process: Process) -> None:
+        """Make a blocked process runnable at the current instant."""
+        if process.state != BLOCKED:
+            return
+        process.state = RUNNABLE
+        process.wait_token += 1
+        process.woken = True
+        self.runnable.append(process)
+
+    def call_at(self, when_ns: int, callback: Callable[[], None]) -> None:
+        """Run an internal callback (a delayed close, a crash) at a virtual time."""
+        heapq.heappush(self.timers, (max(when_ns, self.clock.now_ns), next(self._seq),
+                                     callback, 0))
+
+    def detach(self, process: Process, reason: str) -> None:
+        """Take a process out of scheduling for good (it is unwound at teardown)."""
+        if process.state in (DONE, DETACHED):
+            return
+        if process.state == RUNNABLE:
+            self.runnable.remove(process)
+        process.state = DETACHED
+        process.wait_token += 1
+        if process._error is None:
+            process._error = HostCrashed(f"process {process.name!r} stopped: {reason}")
+
+    # -- choosing what runs next ------------------------------------------------
+
+    def _next(self, on_main: bool) -> Process | None:
+        """The next process to run, advancing time as needed; None stops the run.
+
+        Returns ``self`` (the scheduler) as a marker when the chooser must be
+        asked on the main thread.
+        """
+        runnable = self.runnable
+        while True:
+            if runnable:
+                count = len(runnable)
+                if count == 1:
+                    return runnable.pop()
+                if self._choose_on_main and not on_main:
+                    self._need_choice = True
+                    return None
+                return runnable.pop(self._draw(count))
+            if not self.timers or self.closing:
+                return None
+            when = self.timers[0][0]
+            if self.until_ns is not None and when > self.until_ns:
+                return None
+            self.clock.advance_to(when)
+            self._fire_due(when)
+
+    def _draw(self, count: int) -> int:
+        choice = self._choose(count)
+        if isinstance(choice, bool) or not isinstance(choice, int) or not 0 <= choice < count:
+            raise ChooserError(
+                f"the chooser returned {choice!r} for a choice among {count} runnable "
+                f"processes; it must return an int in range({count})")
+        self.choices.append(choice)
+        return choice
+
+    def _fire_due(self, now: int) -> None:
+        timers = self.timers
+        while timers and timers[0][0] <= now:
+            _, _, target, token = heapq.heappop(timers)
+            if isinstance(target, Process):
+                if target.wait_token == token and target.state in (SLEEPING, BLOCKED):
+                    target.state = RUNNABLE
+                    target.wait_token += 1
+                    self.runnable.append(target)
+            else:
+                target()
+
+    # -- handing the baton on ---------------------------------------------------
+
+    def _pick(self, on_main: bool) -> Process | None:
+        """``_next`` with failures turned into a stop of the whole run."""
+        if self.closing:
+            return None
+        try:
+            return self._next(on_main)
+        except BaseException as error:  # chooser errors, Hypothesis's StopTest, bugs
+            self.fatal = error
+            self._need_choice = False
+            return None
+
+    def _resume(self, process: Process) -> None:
+        self.current = process
+        process.state = RUNNING
+        if process.started:
+            process._baton.release()
+        else:
+            process.started = True
+            _thread.start_new_thread(self._bootstrap, (process,))
+
+    def _hand_on(self, process: Process | None) -> None:
+        if process is None:
+            self.current = None
+            self._main_baton.release()
+        else:
+            self._resume(process)
+
+    def _dispatch(self, process: Process) -> None:
+        following = self._pick(on_main=False)
+        if following is process:
+            process.state = RUNNING
+            return
+        self._hand_on(following)
+        process._baton.acquire()
+        if process.kill is not None:
+            raise process.kill
+
+    def _bootstrap(self, process: Process) -> None:
+        _tls.process = process
+        try:
+            if process.kill is not None:
+                raise process.kill
+            process._value = process.target()
+        except ProcessKilled:
+            if process._error is None:
+                process._error = ProcessNotFinished(
+                    f"process {process.name!r} was stopped before it finished")
+        except BaseException as error:  # the process's own failure, kept for result()
+            process._error = error
+        finally:
+            _tls.process = None
+            process.syscalls = None
+        process.state = DONE
+        try:
+            self.on_exit(process)
+        except BaseException as error:
+            self.fatal = error
+        for joiner in process.joiners:
+            self.wake(joiner)
+        process.joiners.clear()
+        self._hand_on(self._pick(on_main=False))
+
+    # -- called by the thread that runs the world -----------------------------------
+
+    def run(self, until_ns: int | None) -> None:
+        """Run until ``until_ns``, or until nothing can happen any more."""
+        if self.broken is not None:
+            raise self.broken
+        self.until_ns = until_ns
+        self._main_ident = _thread.get_ident()
+        self._hand_on_from_main(self._pick(on_main=True))
+        if until_ns is not None and self.fatal is None and self.clock.now_ns < until_ns:
+            self.clock.advance_to(until_ns)
+
+    def _hand_on_from_main(self, process: Process | None) -> None:
+        while process is not None:
+            self._resume(process)
+            self._wait_for_baton()
+            if not self._need_choice:
+                return
+            self._need_choice = False
+            process = self._pick(on_main=True)
+
+    def _wait_for_baton(self) -> None:
+        """Wait for the baton, watching that the running process keeps yielding."""
+        timeout = self.step_timeout
+        seen = self.progress
+        while not self._main_baton.acquire(timeout=timeout):
+            if self.progress != seen:
+                seen = self.progress
+                continue
+            stuck = self.current
+            name, host, last = "?", "?", "none"
+            if stuck is not None:
+                name, host = stuck.name, stuck.host.name
+                if stuck.last_call is not None:
+                    last = f"{stuck.last_call[0]}({stuck.last_call[1]!r})"
+            self.broken = BlockedOutsideSimulation(name, host, last, timeout)
+            raise self.broken
+
+    def stop_all(self, processes: list[Process]) -> None:
+        """Unwind every unfinished process so that its OS thread ends."""
+        self.closing = True
+        for process in processes:
+            if process.state == DONE:
+                continue
+            if not process.started:
+                process.state = DONE
+                if process._error is None:
+                    process._error = ProcessNotFinished(
+                        f"process {process.name!r} never ran")
+                continue
+            process.kill = ProcessKilled()
+            self._resume(process)
+            if not self._main_baton.acquire(timeout=max(self.step_timeout, 1.0)):
+                # It ignores the kill (a bare except around a loop) or is blocked
+                # on something real; leave the daemon OS thread behind.
+                process.state = DONE
+        self.runnable.clear()
+        self.timers.clear()
+        self.closing = False
+
+
+def seconds(ns: int) -> float:
+    return ns / NS_PER_S

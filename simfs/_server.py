@@ -1,0 +1,273 @@
+"""The NFS server's truth: one export's namespace, data and attributes.
+
+The server knows nothing of clients' caches or open files: NFSv3 is
+stateless, which is why silly rename exists at all (DESIGN §3.4).  Every
+modification bumps a change counter; clients compare it to what they cached,
+the way the Linux client compares mtime/ctime/size for NFSv3.
+
+File ids are allocated in order, so the same run gives the same ids and the
+same ``.nfs`` names.  A removed inode (last link gone) is forgotten: any
+later use of its file id is ``ESTALE``.
+"""
+
+from __future__ import annotations
+
+import errno
+import stat as stat_mod
+from dataclasses import dataclass
+from typing import Final
+
+from ._clock import VirtualClock
+from ._errors import simulated_oserror
+
+FILE: Final = "f"
+DIR: Final = "d"
+
+EXPORT_DEV: Final = 0x4E465333  # st_dev of every file in the export ("NFS3")
+
+
+@dataclass(frozen=True, slots=True)
+class Attrs:
+    """An attribute snapshot, as a GETATTR or a post-op attribute returns it."""
+
+    fileid: int
+    kind: str
+    size: int
+    mode: int
+    nlink: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    change: int
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind == DIR
+
+
+class Inode:
+    """One file or directory on the server."""
+
+    __slots__ = ("atime_ns", "change", "ctime_ns", "data", "entries", "fileid", "kind",
+                 "mode", "mtime_ns", "nlink")
+
+    def __init__(self, fileid: int, kind: str, mode: int, now_ns: int, change: int) -> None:
+        self.fileid = fileid
+        self.kind = kind
+        self.mode = mode
+        self.nlink = 2 if kind == DIR else 1
+        self.data = bytearray()
+        self.entries: dict[str, Inode] = {}
+        self.atime_ns = self.mtime_ns = self.ctime_ns = now_ns
+        self.change = change
+
+    def attrs(self) -> Attrs:
+        size = len(self.data) if self.kind == FILE else 4096
+        kind_bits = stat_mod.S_IFDIR if self.kind == DIR else stat_mod.S_IFREG
+        return Attrs(self.fileid, self.kind, size, kind_bits | self.mode, self.nlink,
+                     self.atime_ns, self.mtime_ns, self.ctime_ns, self.change)
+
+
+class Server:
+    """The exported filesystem; every method is one NFSv3 procedure's effect."""
+
+    def __init__(self, clock: VirtualClock, epoch_ns: int) -> None:
+        self._clock = clock
+        self._epoch_ns = epoch_ns
+        self._next_fileid = 2
+        self._change = 0
+        self.inodes: dict[int, Inode] = {}
+        self.root = self._new_inode(DIR, 0o755)
+
+    # -- bookkeeping -------------------------------------------------------
+
+    def _now(self) -> int:
+        return self._epoch_ns + self._clock.now_ns
+
+    def _new_inode(self, kind: str, mode: int) -> Inode:
+        self._change += 1
+        inode = Inode(self._next_fileid, kind, mode, self._now(), self._change)
+        self._next_fileid += 1
+        self.inodes[inode.fileid] = inode
+        return inode
+
+    def _touch(self, inode: Inode, *, data: bool = True) -> None:
+        """Record a modification: mtime (for data/entries) and ctime move, change bumps."""
+        now = self._now()
+        if data:
+            inode.mtime_ns = now
+        inode.ctime_ns = now
+        self._change += 1
+        inode.change = self._change
+
+    def _live(self, fileid: int) -> Inode:
+        inode = self.inodes.get(fileid)
+        if inode is None:
+            raise simulated_oserror(errno.ESTALE)
+        return inode
+
+    def _dir(self, fileid: int) -> Inode:
+        inode = self._live(fileid)
+        if inode.kind != DIR:
+            raise simulated_oserror(errno.ENOTDIR)
+        return inode
+
+    def _unlink_inode(self, inode: Inode) -> None:
+        inode.nlink -= 1 if inode.kind == FILE else 2
+        self._touch(inode, data=False)
+        if inode.nlink <= 0:
+            del self.inodes[inode.fileid]
+
+    # -- procedures --------------------------------------------------------
+
+    def getattr(self, fileid: int) -> Attrs:
+        return self._live(fileid).attrs()
+
+    def lookup(self, dir_id: int, name: str) -> Attrs | None:
+        entry = self._dir(dir_id).entries.get(name)
+        return None if entry is None else entry.attrs()
+
+    def create(self, dir_id: int, name: str, *, exclusive: bool, mode: int) -> tuple[Attrs, bool]:
+        """CREATE: EXCLUSIVE fails on an existing name; UNCHECKED returns it (RFC 1813 3.3.8)."""
+        parent = self._dir(dir_id)
+        existing = parent.entries.get(name)
+        if existing is not None:
+            if exclusive:
+                raise simulated_oserror(errno.EEXIST)
+            if existing.kind == DIR:
+                raise simulated_oserror(errno.EISDIR)
+            return existing.attrs(), False
+        inode = self._new_inode(FILE, mode & 0o7777)
+        parent.entries[name] = inode
+        self._touch(parent)
+        return inode.attrs(), True
+
+    def mkdir(self, dir_id: int, name: str, mode: int) -> Attrs:
+        parent = self._dir(dir_id)
+        if name in parent.entries:
+            raise simulated_oserror(errno.EEXIST)
+        inode = self._new_inode(DIR, mode & 0o7777)
+        parent.entries[name] = inode
+        parent.nlink += 1
+        self._touch(parent)
+        return inode.attrs()
+
+    def remove(self, dir_id: int, name: str) -> None:
+        parent = self._dir(dir_id)
+        inode = parent.entries.get(name)
+        if inode is None:
+            raise simulated_oserror(errno.ENOENT)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EISDIR)
+        del parent.entries[name]
+        self._touch(parent)
+        self._unlink_inode(inode)
+
+    def rmdir(self, dir_id: int, name: str) -> None:
+        parent = self._dir(dir_id)
+        inode = parent.entries.get(name)
+        if inode is None:
+            raise simulated_oserror(errno.ENOENT)
+        if inode.kind != DIR:
+            raise simulated_oserror(errno.ENOTDIR)
+        if inode.entries:
+            # A leftover .nfsXXXX entry makes rmdir fail exactly like this
+            # (DESIGN §3.5: os.rmdir next to a busy .nfs file gives ENOTEMPTY).
+            raise simulated_oserror(errno.ENOTEMPTY)
+        del parent.entries[name]
+        parent.nlink -= 1
+        self._touch(parent)
+        self._unlink_inode(inode)
+
+    def rename(self, from_dir: int, from_name: str, to_dir: int, to_name: str) -> None:
+        """RENAME: atomically replaces a file target, or an empty directory target."""
+        source_parent = self._dir(from_dir)
+        target_parent = self._dir(to_dir)
+        inode = source_parent.entries.get(from_name)
+        if inode is None:
+            raise simulated_oserror(errno.ENOENT)
+        if inode.kind == DIR and self._is_within(target_parent, inode):
+            raise simulated_oserror(errno.EINVAL)
+        target = target_parent.entries.get(to_name)
+        if target is inode:
+            return
+        if target is not None:
+            if target.kind == DIR and inode.kind != DIR:
+                raise simulated_oserror(errno.EISDIR)
+            if target.kind != DIR and inode.kind == DIR:
+                raise simulated_oserror(errno.ENOTDIR)
+            if target.kind == DIR and target.entries:
+                raise simulated_oserror(errno.ENOTEMPTY)
+        del source_parent.entries[from_name]
+        if target is not None:
+            if target.kind == DIR:
+                target_parent.nlink -= 1
+            self._unlink_inode(target)
+        target_parent.entries[to_name] = inode
+        if inode.kind == DIR and source_parent is not target_parent:
+            source_parent.nlink -= 1
+            target_parent.nlink += 1
+        self._touch(source_parent)
+        if target_parent is not source_parent:
+            self._touch(target_parent)
+        self._touch(inode, data=False)
+
+    def _is_within(self, directory: Inode, ancestor: Inode) -> bool:
+        """Whether ``directory`` is ``ancestor`` or lies below it (a rename loop)."""
+        stack = [ancestor]
+        while stack:
+            node = stack.pop()
+            if node is directory:
+                return True
+            stack.extend(child for child in node.entries.values() if child.kind == DIR)
+        return False
+
+    def link(self, fileid: int, dir_id: int, name: str) -> Attrs:
+        inode = self._live(fileid)
+        parent = self._dir(dir_id)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EPERM)
+        if name in parent.entries:
+            raise simulated_oserror(errno.EEXIST)
+        parent.entries[name] = inode
+        inode.nlink += 1
+        self._touch(parent)
+        self._touch(inode, data=False)
+        return inode.attrs()
+
+    def read(self, fileid: int) -> bytes:
+        inode = self._live(fileid)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EISDIR)
+        return bytes(inode.data)
+
+    def write(self, fileid: int, data: bytes | bytearray) -> Attrs:
+        """WRITE+COMMIT of a whole flushed file image (the client flushes on close)."""
+        inode = self._live(fileid)
+        if inode.data != data:
+            inode.data = bytearray(data)
+            self._touch(inode)
+        return inode.attrs()
+
+    def setattr(self, fileid: int, *, size: int | None = None, mode: int | None = None,
+                atime_ns: int | None = None, mtime_ns: int | None = None) -> Attrs:
+        inode = self._live(fileid)
+        if size is not None:
+            if inode.kind == DIR:
+                raise simulated_oserror(errno.EISDIR)
+            if size < len(inode.data):
+                del inode.data[size:]
+            else:
+                inode.data.extend(b"\0" * (size - len(inode.data)))
+        if mode is not None:
+            inode.mode = mode & 0o7777
+        self._touch(inode, data=size is not None)
+        if atime_ns is not None:
+            inode.atime_ns = atime_ns
+        if mtime_ns is not None:
+            inode.mtime_ns = mtime_ns
+        return inode.attrs()
+
+    def readdir(self, dir_id: int) -> list[tuple[str, Attrs]]:
+        """READDIRPLUS: names in creation order (deterministic), with attributes."""
+        return [(name, inode.attrs()) for name, inode in self._dir(dir_id).entries.items()]

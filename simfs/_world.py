@@ -1,0 +1,350 @@
+"""The world: a virtual clock, an NFS server, hosts that mount it, processes.
+
+Everything a run does is a function of the seed (or the chooser), the code
+and the fault plan: same inputs, same trace, byte for byte.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import _scheduler as sched
+from ._client import NfsClient
+from ._clock import EPOCH_NS, VirtualClock, seconds_to_ns
+from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError, SimulationEscape
+from ._faults import FaultPlan, FaultState
+from ._files import OpenFile
+from ._locks import LockTable
+from ._mount import MountOptions
+from ._scheduler import Process, ProcessGroup, Scheduler
+from ._server import Server
+from ._serverview import ServerView
+from ._syscalls import Syscalls, release_file
+from ._trace import Trace
+
+Chooser = Callable[[int], int]
+
+
+class Host:
+    """One machine with its own NFS client (``nosharecache``: its own caches)."""
+
+    def __init__(self, world: World, name: str, options: MountOptions, mount: str) -> None:
+        self.world = world
+        self.name = name
+        self.options = options
+        self.mount = mount
+        self.client = NfsClient(world.server_state, world.clock, options)
+        self.crashed = False
+        self.processes: list[Process] = []
+
+    def __repr__(self) -> str:
+        return f"<Host {self.name!r} mount={self.mount!r}>"
+
+    def rpc_counts(self) -> Counter[str]:
+        """RPCs this host's client has sent, by procedure, e.g. ``{"GETATTR": 3}``."""
+        return Counter(self.client.rpcs)
+
+
+def _make_chooser(seed: int, chooser: Chooser | Sequence[int] | None) -> tuple[Chooser, bool]:
+    """(choose function, whether it must run on the thread that called run())."""
+    if chooser is None:
+        rng = random.Random(f"simfs-schedule:{seed}")
+        return rng.randrange, False
+    if isinstance(chooser, Sequence) and not isinstance(chooser, str):
+        recorded = list(chooser)
+        position = itertools.count()
+
+        def replay(count: int) -> int:
+            index = next(position)
+            if index >= len(recorded):
+                raise ReplayDiverged(
+                    f"the recorded schedule holds {len(recorded)} choices, but the run asked "
+                    f"for choice #{index + 1} (among {count}); the code or inputs changed")
+            choice = recorded[index]
+            if not isinstance(choice, int) or not 0 <= choice < count:
+                raise ReplayDiverged(
+                    f"recorded choice #{index + 1} is {choice!r}, but only {count} processes "
+                    "are runnable there; the code or inputs changed")
+            return choice
+
+        return replay, False
+    if callable(chooser):
+        return chooser, True
+    raise TypeError(
+        f"chooser must be None, a callable (n) -> index, or a list of recorded choices, "
+        f"not {chooser!r}")
+
+
+class World:
+    """A deterministic simulation of hosts sharing one NFSv3 export.
+
+    Args:
+        seed: drives every choice the world makes (schedule, temp names, trio).
+        export: the path every host mounts the export at.
+        chooser: who picks among simultaneously runnable processes: None (a
+            ``random.Random`` seeded from ``seed``), a callable ``(n) -> index``
+            (e.g. a Hypothesis ``data.draw``), or ``world.choices`` of an
+            earlier run to replay it.
+        faults: a ``FaultPlan``.
+        rpc_latency: virtual seconds each RPC takes (0: syscalls are instant).
+        step_timeout: real seconds a process may run without yielding before
+            it is reported as blocked on something real.
+    """
+
+    def __init__(self, seed: int = 0, *, export: str = "/shared",
+                 chooser: Chooser | Sequence[int] | None = None,
+                 faults: FaultPlan | None = None, rpc_latency: float = 0.0,
+                 step_timeout: float = 10.0) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, not {seed!r}")
+        if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
+            raise ValueError(f"export must be an absolute path like '/shared', not {export!r}")
+        if faults is not None and not isinstance(faults, FaultPlan):
+            raise TypeError(f"faults must be a FaultPlan, not {faults!r}")
+        if step_timeout <= 0:
+            raise ValueError(f"step_timeout must be > 0 seconds, not {step_timeout!r}")
+        self.seed = seed
+        self.export = export
+        self.epoch_ns = EPOCH_NS
+        self.clock = VirtualClock()
+        choose, on_main = _make_chooser(seed, chooser)
+        self.scheduler = Scheduler(self.clock, choose, choose_on_main=on_main,
+                                   step_timeout=step_timeout)
+        self.scheduler.on_exit = self._on_exit
+        self.server_state = Server(self.clock, self.epoch_ns)
+        self.server = ServerView(self.server_state, export)
+        self.trace = Trace()
+        self.locks = LockTable(self.scheduler)
+        self.hosts: dict[str, Host] = {}
+        self.processes: list[Process] = []
+        self.escapes: list[SimulationEscape] = []
+        self.plan = faults or FaultPlan()
+        self.faults: FaultState | None = FaultState(self.plan) if faults is not None else None
+        self.rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")
+        self._ofd_ids = itertools.count(1)
+        self._pids = itertools.count(1000)
+        self._names: Counter[str] = Counter()
+        self._crashes_scheduled = False
+        self.random = random.Random(f"simfs-world:{seed}")
+
+    # -- building ---------------------------------------------------------------
+
+    def host(self, name: str, mount: str = "vers=3") -> Host:
+        """Add a host that mounts the export with nfs(5) ``mount`` options.
+
+        Raises:
+            MountOptionError: an option simfs does not know or cannot honour.
+            ValueError: the name is empty or already taken.
+        """
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise ValueError(f"host name must be a non-empty word, not {name!r}")
+        if name in self.hosts:
+            raise ValueError(f"host {name!r} already exists; hosts: {', '.join(self.hosts)}")
+        host = Host(self, name, MountOptions.parse(mount), mount)
+        self.hosts[name] = host
+        return host
+
+    def _resolve_host(self, host: Host | str) -> Host:
+        if isinstance(host, Host):
+            if host.world is not self:
+                raise ValueError(f"host {host.name!r} belongs to another world")
+            return host
+        found = self.hosts.get(host)
+        if found is None:
+            raise ValueError(f"unknown host {host!r}; hosts: {', '.join(self.hosts) or 'none'}")
+        return found
+
+    def spawn(self, host: Host | str, target: Callable[..., Any], *args: Any,
+              name: str | None = None, **kwargs: Any) -> Process:
+        """Start ``target(*args, **kwargs)`` as a process on ``host``.
+
+        An ``async def`` target runs under ``trio.run`` on the world's clock.
+        """
+        where = self._resolve_host(host)
+        if where.crashed:
+            raise SimfsError(f"host {where.name!r} has crashed; nothing can start on it")
+        call = self._as_callable(target, args, kwargs)
+        group = ProcessGroup(next(self._pids), self.export,
+                             self.random.getrandbits(64))
+        return self._add_process(where, call, self._unique_name(name or _name_of(target)),
+                                 group, parent=None, daemon=False)
+
+    def spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
+                     daemon: bool) -> Process:
+        """A thread started inside ``parent``'s process: same host, same descriptors."""
+        return self._add_process(parent.host, target, self._unique_name(name), parent.group,
+                                 parent=parent, daemon=daemon)
+
+    def _as_callable(self, target: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Callable[[], object]:
+        if not callable(target):
+            raise TypeError(f"spawn needs a callable target, not {target!r}")
+        if inspect.iscoroutinefunction(target):
+            from ._trio import run_async
+
+            return lambda: run_async(target, args, kwargs)
+        return lambda: target(*args, **kwargs)
+
+    def _unique_name(self, name: str) -> str:
+        self._names[name] += 1
+        count = self._names[name]
+        return name if count == 1 else f"{name}#{count}"
+
+    def _add_process(self, host: Host, call: Callable[[], object], name: str,
+                     group: ProcessGroup, parent: Process | None, daemon: bool) -> Process:
+        process = Process(self.scheduler, len(self.processes), name, host, call, group,
+                          parent, daemon)
+        process.syscalls = Syscalls(self, host, process)
+        self.processes.append(process)
+        host.processes.append(process)
+        group.live_threads.append(process)
+        process.state = sched.RUNNABLE
+        self.scheduler.runnable.append(process)
+        return process
+
+    # -- running ----------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        """Virtual seconds since the world began."""
+        return self.clock.now
+
+    @property
+    def now_ns(self) -> int:
+        return self.clock.now_ns
+
+    @property
+    def choices(self) -> list[int]:
+        """Every choice the chooser made, in order: pass it back as ``chooser`` to replay."""
+        return list(self.scheduler.choices)
+
+    def run(self, until: float | None = None) -> None:
+        """Run until virtual time ``until``, or until every process has finished.
+
+        Raises:
+            SimulationEscape: a process reached outside the simulation.
+            BlockedOutsideSimulation: a process waits on something real.
+            Deadlock: processes wait on each other and nothing can wake them.
+        """
+        from ._patch import install
+
+        install()
+        self._schedule_crashes()
+        until_ns = None if until is None else seconds_to_ns(until, "until")
+        try:
+            self.scheduler.run(until_ns)
+        except BaseException:
+            self._teardown()
+            raise
+        if self.scheduler.fatal is not None:
+            fatal = self.scheduler.fatal
+            self.scheduler.fatal = None
+            self._teardown()
+            raise fatal
+        if self.escapes:
+            self._teardown()
+            raise self.escapes[0]
+        if until_ns is None:
+            self._finish_quiescent()
+
+    def _finish_quiescent(self) -> None:
+        """Nothing can happen any more: unwind what is left, and report a deadlock.
+
+        A thread still blocked after its process's main function returned is
+        abandoned quietly (an idle pool worker); a blocked main function is a
+        deadlock.
+        """
+        waiting = [p for p in self.processes if p.state not in (sched.DONE, sched.DETACHED)]
+        stuck = [p for p in waiting if p.parent is None]
+        descriptions = [p.describe() for p in waiting]
+        self._teardown()
+        if stuck:
+            raise Deadlock(descriptions)
+
+    def close(self) -> None:
+        """Stop every unfinished process so its OS thread ends (safe to call twice)."""
+        self._teardown()
+
+    def __enter__(self) -> World:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _teardown(self) -> None:
+        self.scheduler.stop_all(self.processes)
+
+    # -- faults -----------------------------------------------------------------
+
+    def _schedule_crashes(self) -> None:
+        if self._crashes_scheduled:
+            return
+        self._crashes_scheduled = True
+        unknown = self.plan.hosts() - set(self.hosts)
+        if unknown:
+            raise FaultPlanError(
+                f"the fault plan names unknown hosts {sorted(unknown)}; hosts: "
+                f"{', '.join(self.hosts) or 'none'}")
+        for crash in self.plan.crashes:
+            host = self.hosts[crash.host]
+            self.scheduler.call_at(seconds_to_ns(crash.at, "crash time"),
+                                   lambda host=host: self._crash(host))  # type: ignore[misc]
+
+    def _crash(self, host: Host) -> None:
+        """The host stops: processes end, open files stay open (``.nfs`` orphans),
+        unflushed writes are lost, locks stay held (NLM keeps them until reboot)."""
+        host.crashed = True
+        for process in host.processes:
+            self.scheduler.detach(process, f"host {host.name!r} crashed")
+        for pages in host.client.pages.values():
+            pages.dirty = False
+        host.client.pages.clear()
+        self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
+
+    def delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
+        """A close that a ``CloseDelay`` held back lands now."""
+        if host.crashed:
+            return
+        client = host.client
+        saved, client.call_rpcs = client.call_rpcs, []
+        outcome = "ok"
+        try:
+            release_file(host, open_file)
+        except OSError as error:
+            outcome = f"errno {error.errno}"
+        self.trace.record(self.clock.now_ns, host.name, process.name, "close-landed",
+                          open_file.path, outcome, tuple(client.call_rpcs))
+        client.call_rpcs = saved
+
+    def next_ofd_id(self) -> int:
+        return next(self._ofd_ids)
+
+    # -- process lifecycle --------------------------------------------------------
+
+    def _on_exit(self, process: Process) -> None:
+        error = process._error
+        outcome = "ok" if error is None else type(error).__name__
+        self.trace.record(self.clock.now_ns, process.host.name, process.name, "exit", "",
+                          outcome)
+        group = process.group
+        if process in group.live_threads:
+            group.live_threads.remove(process)
+        if any(not p.daemon for p in group.live_threads):
+            return
+        # The OS process ends: daemon threads die with it, the kernel closes
+        # its descriptors (flushing, and removing silly-renamed files).
+        for thread in list(group.live_threads):
+            self.scheduler.detach(thread, "its process exited (daemon thread)")
+        group.live_threads.clear()
+        if not process.host.crashed:
+            Syscalls(self, process.host, process).close_all()
+
+
+def _name_of(target: Callable[..., Any]) -> str:
+    return getattr(target, "__name__", None) or type(target).__name__
+

@@ -1,0 +1,114 @@
+"""Direct calls into the current simulated process's syscall layer.
+
+Inside ``World.run()`` plain ``os``/``open``/``time`` calls are routed here
+automatically; these functions are for code that wants to say explicitly
+that it runs in the simulation (and for tests of the layer itself).
+Outside a simulated process they raise ``SimfsError`` instead of touching
+the real filesystem.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ._clock import NS_PER_S, seconds_to_ns
+from ._dirent import SimScandirIterator
+from ._errors import SimfsError
+from ._scheduler import current_process
+from ._syscalls import PathArg, Syscalls
+
+
+def _syscalls(what: str) -> Syscalls:
+    process = current_process()
+    if process is None or process.syscalls is None:
+        raise SimfsError(f"simfs.posix.{what} was called outside a simulated process")
+    syscalls: Syscalls = process.syscalls
+    return syscalls
+
+
+def stat(path: PathArg | int, **kwargs: Any) -> os.stat_result:
+    return _syscalls("stat").stat(path, **kwargs)
+
+
+def exists(path: PathArg) -> bool:
+    """``os.path.exists`` semantics: a stat that treats any OSError as absent."""
+    try:
+        _syscalls("exists").stat(path)
+    except OSError:
+        return False
+    return True
+
+
+def open(path: PathArg, flags: int, mode: int = 0o777, **kwargs: Any) -> int:  # noqa: A001
+    return _syscalls("open").open(path, flags, mode, **kwargs)
+
+
+def read(fd: int, length: int) -> bytes:
+    return _syscalls("read").read(fd, length)
+
+
+def write(fd: int, data: bytes) -> int:
+    return _syscalls("write").write(fd, data)
+
+
+def close(fd: int) -> None:
+    _syscalls("close").close(fd)
+
+
+def fsync(fd: int) -> None:
+    _syscalls("fsync").fsync(fd)
+
+
+def fstat(fd: int) -> os.stat_result:
+    return _syscalls("fstat").fstat(fd)
+
+
+def listdir(path: PathArg | int) -> list[str]:
+    return _syscalls("listdir").listdir(path)
+
+
+def scandir(path: PathArg | int) -> SimScandirIterator:
+    return _syscalls("scandir").scandir(path)
+
+
+def mkdir(path: PathArg, mode: int = 0o777) -> None:
+    _syscalls("mkdir").mkdir(path, mode)
+
+
+def rmdir(path: PathArg) -> None:
+    _syscalls("rmdir").rmdir(path)
+
+
+def unlink(path: PathArg) -> None:
+    _syscalls("unlink").unlink(path)
+
+
+def rename(source: PathArg, target: PathArg) -> None:
+    _syscalls("rename").rename(source, target)
+
+
+replace = rename
+
+
+def link(source: PathArg, target: PathArg) -> None:
+    _syscalls("link").link(source, target)
+
+
+def utime(path: PathArg | int, times: tuple[float, float] | None = None) -> None:
+    _syscalls("utime").utime(path, times)
+
+
+def sleep(seconds: float) -> None:
+    """Sleep in virtual time."""
+    process = current_process()
+    if process is None:
+        raise SimfsError("simfs.posix.sleep was called outside a simulated process")
+    process.scheduler.sleep(seconds_to_ns(seconds, "sleep length"))
+
+
+def monotonic() -> float:
+    process = current_process()
+    if process is None:
+        raise SimfsError("simfs.posix.monotonic was called outside a simulated process")
+    return process.scheduler.clock.now_ns / NS_PER_S

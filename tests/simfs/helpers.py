@@ -1,0 +1,49 @@
+"""Small building blocks for simfs tests: worlds, pollers, markers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from simfs import World, posix
+
+POLL = 0.1
+
+
+def create_marker(path: str, at: float) -> float:
+    """Sleep until ``at``, create ``path`` with O_CREAT|O_EXCL; return the time."""
+    posix.sleep(at)
+    posix.close(posix.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    return posix.monotonic()
+
+
+def open_dir(path: str) -> None:
+    """Open a directory with O_DIRECTORY and close it; a missing one is fine."""
+    try:
+        posix.close(posix.open(path, os.O_RDONLY | os.O_DIRECTORY))
+    except FileNotFoundError:
+        pass
+
+
+def poll_until_seen(path: str, *, revalidate: tuple[str, ...] = (), limit: float = 120.0
+                    ) -> float:
+    """Poll ``exists(path)`` every 0.1 s, opening ``revalidate`` dirs first; time seen."""
+    while posix.monotonic() <= limit:
+        for directory in revalidate:
+            open_dir(directory)
+        if posix.exists(path):
+            return posix.monotonic()
+        posix.sleep(POLL)
+    raise TimeoutError(path)
+
+
+def two_hosts(mount_b: str = "vers=3", seed: int = 0, **world: Any) -> tuple[World, Any, Any]:
+    w = World(seed=seed, **world)
+    return w, w.host("a"), w.host("b", mount=mount_b)
+
+
+def run_alone(world: World, host: Any, fn: Callable[..., Any], *args: Any) -> Any:
+    process = world.spawn(host, fn, *args)
+    world.run()
+    return process.result()

@@ -1,0 +1,194 @@
+"""Dentry and attribute caching: the negative-lookup stall of seed 000 and its cures.
+
+Facts pinned here are DESIGN.md §3.5, measured on a Linux 6.1 NFSv3 client
+with knfsd: a name created on host A stays invisible to host B's
+``exists()`` until B's cached attributes of the parent expire, acdirmin after
+B's *first* lookup; opening the directory (close-to-open) revalidates it.
+"""
+
+import os
+
+import pytest
+
+from simfs import posix
+
+from .helpers import POLL, create_marker, poll_until_seen, two_hosts
+
+MARKER = "/shared/t/marker"
+
+
+@pytest.mark.parametrize("created_at", [0.2, 1.0, 1.95])
+def test_a_negative_entry_outlives_the_file_until_acdirmin_expires(created_at):
+    world, a, b = two_hosts()
+    world.server.mkdir("/shared/t")
+    writer = world.spawn(a, create_marker, MARKER, created_at)
+    poller = world.spawn(b, poll_until_seen, MARKER)
+    world.run()
+    assert writer.result() == pytest.approx(created_at)
+    # The first lookup at t=0 cached "not found"; the parent's attributes,
+    # read then, expire at acdirmin = 30 s: the stall is 30 s - creation time.
+    assert poller.result() == pytest.approx(30.0)
+
+
+def test_short_acdirmin_shortens_the_stall_to_acdirmin():
+    world, a, b = two_hosts("vers=3,acdirmin=3,acdirmax=3")
+    world.server.mkdir("/shared/t")
+    world.spawn(a, create_marker, MARKER, 1.2)
+    poller = world.spawn(b, poll_until_seen, MARKER)
+    world.run()
+    assert poller.result() == pytest.approx(3.0)
+
+
+def test_opening_the_parent_directory_revalidates_it_within_one_poll():
+    world, a, b = two_hosts()
+    world.server.mkdir("/shared/t")
+    world.spawn(a, create_marker, MARKER, 1.25)
+    poller = world.spawn(b, poll_until_seen, MARKER, revalidate=("/shared/t",))
+    world.run()
+    assert 1.25 <= poller.result() <= 1.25 + POLL
+    # Close-to-open: every open after the first LOOKUP sent a GETATTR.
+    opens = world.trace.select(host="b", op="open", path="/shared/t")
+    assert "LOOKUP" in opens[0].rpcs
+    assert len(opens) > 5 and all("GETATTR" in event.rpcs for event in opens[1:])
+
+
+def test_when_the_parent_does_not_exist_yet_opening_it_fails_from_cache():
+    def make_both(at):
+        posix.sleep(at)
+        posix.mkdir("/shared/t")
+        return create_marker(MARKER, 0)
+
+    world, a, b = two_hosts()
+    world.spawn(a, make_both, 1.0)
+    poller = world.spawn(b, poll_until_seen, MARKER, revalidate=("/shared/t",))
+    world.run()
+    # The open of the missing step dir answers ENOENT from the cached negative
+    # entry, without asking the server (DESIGN §3.5), so it cannot help.
+    failed = [e for e in world.trace.select(host="b", op="open", path="/shared/t")
+              if e.outcome == "ENOENT"]
+    assert failed and all(event.rpcs == () for event in failed[1:])
+    assert poller.result() == pytest.approx(30.0)
+
+
+def test_when_the_parent_does_not_exist_yet_opening_the_grandparent_is_what_helps():
+    def make_both(at):
+        posix.sleep(at)
+        posix.mkdir("/shared/t")
+        return create_marker(MARKER, 0)
+
+    world, a, b = two_hosts()
+    world.spawn(a, make_both, 1.0)
+    poller = world.spawn(b, poll_until_seen, MARKER, revalidate=("/shared", "/shared/t"))
+    world.run()
+    assert 1.0 <= poller.result() <= 1.0 + POLL
+
+
+@pytest.mark.parametrize("mode", ["positive", "pos", "none"])
+def test_lookupcache_positive_never_trusts_a_negative_entry(mode):
+    world, a, b = two_hosts(f"vers=3,lookupcache={mode}")
+    world.server.mkdir("/shared/t")
+    world.spawn(a, create_marker, MARKER, 0.55)
+    poller = world.spawn(b, poll_until_seen, MARKER)
+    world.run()
+    assert 0.55 <= poller.result() <= 0.55 + POLL
+    # nfs(5): with negative caching off, every miss asks the server.
+    misses = [e for e in world.trace.select(host="b", op="stat") if e.outcome == "ENOENT"]
+    assert misses and all("LOOKUP" in event.rpcs for event in misses)
+
+
+def test_a_cached_positive_entry_hides_a_removal_until_acregmin():
+    def remove_at(path, at):
+        posix.sleep(at)
+        posix.unlink(path)
+
+    def poll_until_gone(path):
+        while posix.exists(path):
+            posix.sleep(POLL)
+        return posix.monotonic()
+
+    world, a, b = two_hosts()
+    world.server.write_bytes("/shared/f", b"x")
+    world.spawn(a, remove_at, "/shared/f", 1.0)
+    poller = world.spawn(b, poll_until_gone, "/shared/f")
+    world.run()
+    # B keeps the file's attributes for acregmin (3 s) after its lookup at 0;
+    # the GETATTR then meets ESTALE and a fresh LOOKUP finds nothing.
+    assert poller.result() == pytest.approx(3.0)
+
+
+def _getattr_times(world, host):
+    return [round(e.time, 3) for e in world.trace.select(host=host, op="stat")
+            if "GETATTR" in e.rpcs]
+
+
+def _poll_stat(path, until, every=0.5):
+    while posix.monotonic() < until:
+        posix.stat(path)
+        posix.sleep(every)
+
+
+def test_an_unchanged_directory_attribute_timeout_doubles_up_to_acdirmax():
+    world, _, b = two_hosts("vers=3,acdirmin=3,acdirmax=20")
+    world.spawn(b, _poll_stat, "/shared", 70)
+    world.run()
+    # Mounted at 0 with timeout 3; each expiry that finds nothing changed
+    # doubles it (3, 6, 12, then capped at 20): DESIGN §3.4, nfs(5) acdirmax.
+    assert _getattr_times(world, "b") == [3.0, 9.0, 21.0, 41.0, 61.0]
+
+
+def test_a_change_resets_the_attribute_timeout_to_acdirmin():
+    world, a, b = two_hosts("vers=3,acdirmin=3,acdirmax=20")
+    world.spawn(a, create_marker, "/shared/new", 30.0)
+    world.spawn(b, _poll_stat, "/shared", 90)
+    world.run()
+    # At 41 the GETATTR sees the creation: back to 3 s, then 6, 12, 20 again.
+    assert _getattr_times(world, "b") == [3.0, 9.0, 21.0, 41.0, 44.0, 50.0, 62.0, 82.0]
+
+
+def test_noac_revalidates_on_every_lookup():
+    world, a, b = two_hosts("vers=3,noac")
+    world.server.mkdir("/shared/t")
+    world.spawn(a, create_marker, MARKER, 0.35)
+    poller = world.spawn(b, poll_until_seen, MARKER)
+    world.run()
+    assert 0.35 <= poller.result() <= 0.35 + POLL
+
+
+def test_open_with_o_creat_on_a_cached_negative_entry_opens_the_existing_file():
+    # DESIGN §3.3: real NFS never turns a stale negative entry into EEXIST for
+    # O_CREAT without O_EXCL; the CREATE (UNCHECKED) returns the existing file.
+    def late_open():
+        assert not posix.exists("/shared/f")  # caches "not found" at t=0
+        posix.sleep(1.0)
+        fd = posix.open("/shared/f", os.O_CREAT | os.O_RDWR, 0o644)
+        data = posix.read(fd, 100)
+        posix.close(fd)
+        return data
+
+    def write_early():
+        posix.sleep(0.5)
+        fd = posix.open("/shared/f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        posix.write(fd, b"from a")
+        posix.close(fd)
+
+    world, a, b = two_hosts()
+    world.spawn(a, write_early)
+    reader = world.spawn(b, late_open)
+    world.run()
+    assert reader.result() == b"from a"
+
+
+def test_o_excl_on_a_cached_negative_entry_is_eexist_from_the_server():
+    def late_exclusive():
+        assert not posix.exists("/shared/f")
+        posix.sleep(1.0)
+        posix.open("/shared/f", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+
+    world, a, b = two_hosts()
+    world.spawn(a, create_marker, "/shared/f", 0.5)
+    loser = world.spawn(b, late_exclusive)
+    world.run()
+    with pytest.raises(FileExistsError):
+        loser.result()
+    event = world.trace.select(host="b", op="open")[-1]
+    assert event.outcome == "EEXIST" and "CREATE" in event.rpcs
