@@ -409,7 +409,7 @@ class Scheduler:
                 continue
             process.kill = ProcessKilled()
             self._resume(process)
-            if not self._main_baton.acquire(timeout=max(self.step_timeout, 1.0)):
+            if not self._main_baton.acquire(timeout=self.step_timeout):
                 # It ignores the kill (a bare except around a loop) or is blocked
                 # on something real; leave the daemon OS thread behind.
                 process.state = DONE

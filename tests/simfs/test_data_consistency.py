@@ -1,0 +1,119 @@
+"""Close-to-open data consistency (DESIGN §3.4, nfs(5) "Data and metadata coherence").
+
+Data written on one host reaches another after the writer's close (or
+fsync) and the reader's own open, which revalidates the file's attributes.
+"""
+
+import os
+
+from simfs import posix
+
+from .helpers import two_hosts
+
+
+def _write(path, data, *, close=True):
+    fd = posix.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    posix.write(fd, data)
+    if close:
+        posix.close(fd)
+    return fd
+
+
+def _read(path):
+    fd = posix.open(path, os.O_RDONLY)
+    data = posix.read(fd, 1 << 20)
+    posix.close(fd)
+    return data
+
+
+def test_another_host_sees_new_data_after_the_close_and_its_own_open():
+    def writer():
+        _write("/shared/f", b"v1")
+        posix.sleep(1.0)
+        _write("/shared/f", b"version two")
+
+    def reader():
+        posix.sleep(0.5)
+        first = _read("/shared/f")
+        posix.sleep(1.0)  # well inside acregmin: only the open revalidates
+        return first, _read("/shared/f")
+
+    world, a, b = two_hosts()
+    world.spawn(a, writer)
+    read = world.spawn(b, reader)
+    world.run()
+    assert read.result() == (b"v1", b"version two")
+
+
+def test_nocto_serves_stale_data_until_the_attribute_cache_expires():
+    def writer():
+        _write("/shared/f", b"v1")
+        posix.sleep(1.0)
+        _write("/shared/f", b"v2")
+
+    def reader():
+        posix.sleep(0.5)
+        first = _read("/shared/f")
+        posix.sleep(1.0)
+        second = _read("/shared/f")  # 1.5 s: attributes still cached (acregmin=3)
+        posix.sleep(3.0)
+        return first, second, _read("/shared/f")
+
+    world, a, b = two_hosts("vers=3,nocto")
+    world.spawn(a, writer)
+    read = world.spawn(b, reader)
+    world.run()
+    assert read.result() == (b"v1", b"v1", b"v2")
+
+
+def test_unflushed_writes_are_invisible_to_other_hosts_until_close():
+    def writer():
+        fd = _write("/shared/f", b"partial", close=False)
+        posix.sleep(2.0)
+        posix.close(fd)
+
+    def reader():
+        posix.sleep(1.0)
+        during = _read("/shared/f")
+        posix.sleep(2.0)
+        return during, _read("/shared/f")
+
+    world, a, b = two_hosts()
+    world.server.write_bytes("/shared/f", b"")
+    world.spawn(a, writer)
+    read = world.spawn(b, reader)
+    world.run()
+    assert read.result() == (b"", b"partial")
+
+
+def test_fsync_makes_data_visible_before_close():
+    def writer():
+        fd = _write("/shared/f", b"synced", close=False)
+        posix.fsync(fd)
+        posix.sleep(2.0)
+        posix.close(fd)
+
+    def reader():
+        posix.sleep(1.0)
+        return _read("/shared/f")
+
+    world, a, b = two_hosts()
+    world.spawn(a, writer)
+    read = world.spawn(b, reader)
+    world.run()
+    assert read.result() == b"synced"
+    flushes = world.trace.select(host="a", op="fsync")
+    assert flushes[0].rpcs == ("WRITE", "COMMIT")
+
+
+def test_the_writing_host_reads_its_own_unflushed_data():
+    def scenario():
+        fd = _write("/shared/f", b"mine", close=False)
+        data = _read("/shared/f")
+        posix.close(fd)
+        return data
+
+    world, a, _ = two_hosts()
+    process = world.spawn(a, scenario)
+    world.run()
+    assert process.result() == b"mine"

@@ -1,0 +1,165 @@
+"""Scheduling: one process at a time, virtual time, choices, determinism, loud stalls."""
+
+import _thread
+import os
+import time
+
+import pytest
+
+from simfs import (
+    BlockedOutsideSimulation,
+    ChooserError,
+    Deadlock,
+    ProcessNotFinished,
+    ReplayDiverged,
+    World,
+    posix,
+)
+
+
+def _racer(name, rounds):
+    """Appends to one shared file without sleeping: every syscall is a choice point."""
+    for step in range(rounds):
+        fd = posix.open("/shared/log", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+        posix.write(fd, f"{name}{step} ".encode())
+        posix.close(fd)
+        if step % 2:
+            posix.mkdir(f"/shared/{name}{step}")
+
+
+def _race_world(seed=0, chooser=None):
+    world = World(seed=seed, chooser=chooser)
+    hosts = [world.host("a"), world.host("b")]
+    for index, name in enumerate("xyz"):
+        world.spawn(hosts[index % 2], _racer, name, 4)
+    world.run()
+    return world
+
+
+def test_the_same_seed_gives_the_same_trace_digest_200_seeds_twice_each():
+    for seed in range(200):
+        assert _race_world(seed).trace.digest() == _race_world(seed).trace.digest(), seed
+
+
+def test_different_seeds_give_different_interleavings_where_choices_exist():
+    digests = {_race_world(seed).trace.digest() for seed in range(30)}
+    assert len(digests) > 20
+
+
+def test_recorded_choices_replay_the_same_run():
+    original = _race_world(seed=5)
+    replay = _race_world(chooser=original.choices)
+    assert replay.trace.digest() == original.trace.digest()
+
+
+def test_a_replay_that_runs_out_of_choices_says_so():
+    original = _race_world(seed=5)
+    with pytest.raises(ReplayDiverged, match="recorded schedule holds"):
+        _race_world(chooser=original.choices[:3])
+
+
+def test_the_chooser_is_asked_only_when_two_or_more_can_run():
+    asked = []
+
+    def chooser(count):
+        asked.append(count)
+        return count - 1
+
+    world = _race_world(chooser=chooser)
+    assert asked and min(asked) >= 2
+    assert world.choices == [count - 1 for count in asked]
+
+
+def test_a_lone_process_makes_no_choices():
+    world = World()
+    world.spawn(world.host("a"), _racer, "x", 3)
+    world.run()
+    assert world.choices == []
+
+
+def test_a_chooser_that_returns_a_bad_index_is_named():
+    with pytest.raises(ChooserError, match=r"returned 7 .* range\(3\)"):
+        _race_world(chooser=lambda count: 7)
+
+
+def test_virtual_time_jumps_when_nothing_is_runnable():
+    def sleeper():
+        start = time.perf_counter()
+        posix.sleep(3600.0)
+        return posix.monotonic(), time.perf_counter() - start
+
+    world = World()
+    process = world.spawn(world.host("a"), sleeper)
+    world.run()
+    virtual, _ = process.result()
+    assert virtual == 3600.0 and world.now == 3600.0
+
+
+def test_run_until_stops_at_that_time_and_a_later_run_continues():
+    def ticker():
+        ticks = 0
+        while posix.monotonic() < 10:
+            posix.sleep(1.0)
+            ticks += 1
+        return ticks
+
+    world = World()
+    process = world.spawn(world.host("a"), ticker)
+    world.run(until=4.5)
+    assert world.now == 4.5
+    with pytest.raises(ProcessNotFinished):
+        process.result()
+    world.run()
+    assert process.result() == 10
+
+
+def test_a_process_blocked_on_something_real_is_reported_not_hung():
+    real_lock = _thread.allocate_lock()
+    real_lock.acquire()
+
+    def waits_for_real():
+        posix.exists("/shared/x")
+        real_lock.acquire()
+
+    world = World(step_timeout=0.2)
+    world.spawn(world.host("h"), waits_for_real, name="stuck")
+    with pytest.raises(BlockedOutsideSimulation) as caught:
+        world.run()
+    message = str(caught.value)
+    assert "'stuck'" in message and "'h'" in message and "stat('/shared/x')" in message
+    real_lock.release()
+
+
+def test_a_deadlock_names_the_blocked_processes():
+    import fcntl
+
+    def lock_both(first, second):
+        a = posix.open(first, os.O_CREAT | os.O_RDWR, 0o644)
+        posix.sleep(0)  # let the other process take its first lock
+        from simfs import current_process
+
+        syscalls = current_process().syscalls
+        syscalls.flock(a, fcntl.LOCK_EX)
+        posix.sleep(1.0)
+        b = posix.open(second, os.O_CREAT | os.O_RDWR, 0o644)
+        syscalls.flock(b, fcntl.LOCK_EX)
+
+    world = World()
+    world.spawn(world.host("a"), lock_both, "/shared/1", "/shared/2", name="one")
+    world.spawn(world.host("b"), lock_both, "/shared/2", "/shared/1", name="two")
+    with pytest.raises(Deadlock) as caught:
+        world.run()
+    assert "'one'" in str(caught.value) and "'two'" in str(caught.value)
+    assert "lock on /shared/" in str(caught.value)
+
+
+def test_result_reraises_the_process_exception():
+    def fails():
+        posix.rmdir("/shared/absent")
+
+    world = World()
+    process = world.spawn(world.host("a"), fails)
+    world.run()
+    with pytest.raises(FileNotFoundError, match="simulated NFS"):
+        process.result()
+    assert isinstance(process.exception(), FileNotFoundError)
