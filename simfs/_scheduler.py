@@ -26,6 +26,7 @@ from __future__ import annotations
 import _thread
 import heapq
 import itertools
+import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -68,7 +69,7 @@ class ProcessGroup:
     (lockf) locks belong to the OS process, not to a thread.
     """
 
-    __slots__ = ("cwd", "fds", "live_threads", "pid", "rng_seed")
+    __slots__ = ("_random", "cwd", "fds", "live_threads", "pid", "rng_seed")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
         self.pid = pid
@@ -76,6 +77,12 @@ class ProcessGroup:
         self.fds: dict[int, Any] = {}
         self.live_threads: list[Process] = []
         self.rng_seed = rng_seed
+        self._random: random.Random | None = None
+
+    def random(self) -> random.Random:
+        if self._random is None:
+            self._random = random.Random(self.rng_seed)
+        return self._random
 
 
 class Process:
@@ -86,7 +93,7 @@ class Process:
 
     __slots__ = ("_baton", "_error", "_value", "daemon", "group", "host", "joiners", "kill",
                  "last_call", "name", "parent", "pid", "scheduler", "started", "state",
-                 "syscalls", "target", "thread_local", "wait_token", "waiting_on", "woken")
+                 "syscalls", "target", "wait_token", "waiting_on", "woken")
 
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
@@ -112,7 +119,6 @@ class Process:
         self._value: object = None
         self._error: BaseException | None = None
         self.syscalls: Any = None
-        self.thread_local: dict[str, Any] = {}
 
     def __repr__(self) -> str:
         return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self.state]}>"
@@ -120,6 +126,10 @@ class Process:
     @property
     def done(self) -> bool:
         return self.state == DONE
+
+    def group_random(self) -> random.Random:
+        """The seeded generator behind os.urandom and the random module in this process."""
+        return self.group.random()
 
     def describe(self) -> str:
         """One line for error messages: who, where, doing what."""
@@ -346,7 +356,6 @@ class Scheduler:
             process._error = error
         finally:
             _tls.process = None
-            process.syscalls = None
         process.state = DONE
         try:
             self.on_exit(process)

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from . import _client as nfs
-from ._clock import NS_PER_S
+from ._clock import NS_PER_S, seconds_to_ns
 from ._dirent import SimDirEntry, SimScandirIterator, stat_result
 from ._errors import SimulationEscape, errno_name, simulated_oserror
 from ._files import OpenFile, allocate_fd, lookup_fd
@@ -118,6 +118,18 @@ class Syscalls:
         self._world.escapes.append(error)
         return error
 
+    def sleep(self, seconds: float) -> None:
+        """time.sleep: a yield point that lets virtual time pass."""
+        if seconds < 0:
+            raise ValueError("sleep length must be non-negative")
+        process = self._process
+        if process.kill is not None:
+            raise process.kill
+        process.last_call = ("sleep", f"{seconds:g}")
+        self._world.trace.record(self._clock.now_ns, self._host.name, process.name, "sleep", "",
+                                 f"{seconds:g}s")
+        self._scheduler.sleep(seconds_to_ns(seconds, "sleep length"))
+
     # -- paths ------------------------------------------------------------------
 
     def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
@@ -193,7 +205,8 @@ class Syscalls:
 
         return self._run("fstat", open_file.path, effect)
 
-    def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None) -> bool:
+    def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None,
+               effective_ids: bool = False, follow_symlinks: bool = True) -> bool:
         shown, start, components = self._path(path, dir_fd)
 
         def effect() -> bool:
@@ -206,7 +219,8 @@ class Syscalls:
         return self._run("access", shown, effect)
 
     def utime(self, path: PathArg | int, times: tuple[float, float] | None = None, *,
-              ns: tuple[int, int] | None = None, dir_fd: int | None = None) -> None:
+              ns: tuple[int, int] | None = None, dir_fd: int | None = None,
+              follow_symlinks: bool = True) -> None:
         if times is not None and ns is not None:
             raise ValueError("utime: you may specify either 'times' or 'ns' but not both")
         if ns is None:
@@ -220,7 +234,8 @@ class Syscalls:
         self._run("utime", shown, lambda: self._set(target(), atime_ns=atime_ns,
                                                     mtime_ns=mtime_ns))
 
-    def chmod(self, path: PathArg | int, mode: int, *, dir_fd: int | None = None) -> None:
+    def chmod(self, path: PathArg | int, mode: int, *, dir_fd: int | None = None,
+              follow_symlinks: bool = True) -> None:
         shown, target = self._target(path, dir_fd)
         self._run("chmod", shown, lambda: self._set(target(), mode=mode))
 
@@ -323,7 +338,7 @@ class Syscalls:
         self._run("rename", f"{source_shown} -> {target_shown}", effect)
 
     def link(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
-             dst_dir_fd: int | None = None) -> None:
+             dst_dir_fd: int | None = None, follow_symlinks: bool = True) -> None:
         source_shown, source_start, source_parts = self._path(source, src_dir_fd)
         target_shown, target_start, target_parts = self._path(target, dst_dir_fd)
 
@@ -431,6 +446,20 @@ class Syscalls:
         open_file = self._file(fd)
         open_file.refs += 1
         return allocate_fd(self._fds, open_file)
+
+    def close_quietly(self, fd: int) -> None:
+        """Close without a trace entry or a yield (a file object collected late)."""
+        open_file = self._fds.pop(fd, None)
+        if open_file is None:
+            return
+        open_file.refs -= 1
+        self._world.locks.release_owner(self._posix_owner(), open_file.fileid)
+        if open_file.refs == 0:
+            self._world.locks.release_owner(("flock", open_file.ofd_id))
+            try:
+                release_file(self._host, open_file)
+            except OSError:
+                pass
 
     def close_all(self) -> int:
         """Process exit: the kernel closes every descriptor (no trace, no yield)."""

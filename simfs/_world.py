@@ -321,6 +321,11 @@ class World:
                           open_file.path, outcome, tuple(client.call_rpcs))
         client.call_rpcs = saved
 
+    def pid_alive(self, pid: int) -> bool:
+        """Whether a simulated process with this pid still has a live thread."""
+        return any(p.group.pid == pid and p.state not in (sched.DONE, sched.DETACHED)
+                   for p in self.processes)
+
     def next_ofd_id(self) -> int:
         return next(self._ofd_ids)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._clock import NS_PER_S, seconds_to_ns
+from ._clock import NS_PER_S
 from ._dirent import SimScandirIterator
 from ._errors import SimfsError
 from ._scheduler import current_process
@@ -101,10 +101,7 @@ def utime(path: PathArg | int, times: tuple[float, float] | None = None) -> None
 
 def sleep(seconds: float) -> None:
     """Sleep in virtual time."""
-    process = current_process()
-    if process is None:
-        raise SimfsError("simfs.posix.sleep was called outside a simulated process")
-    process.scheduler.sleep(seconds_to_ns(seconds, "sleep length"))
+    _syscalls("sleep").sleep(seconds)
 
 
 def monotonic() -> float:

@@ -1,5 +1,63 @@
-"""Routing of plain os/io/shutil/time/threading calls into the world (issue 3)."""
+"""Routing of plain Python I/O, time and threads into the world (DESIGN §3.3).
+
+``install()`` patches, once per interpreter, the attributes user code calls:
+``os``, ``io.open``/``open``, ``time``, ``threading``, ``queue.SimpleQueue``,
+``fcntl``, ``random``, ``tempfile`` names, ``socket`` and ``subprocess``
+(refused), and trio.  Each route sends a call made inside a simulated process
+to that process's syscall layer or clock, and any other call to the
+original, so the patches are safe to leave in place.
+
+Names bound before installation (``from os import stat``, ``from time import
+sleep``, ``from threading import Lock``) are found by identity in every
+loaded module and rebound, as pyfakefs does; modules imported later bind the
+routes directly.  The interpreter's own machinery (``posix``, ``_io``,
+import machinery) keeps the originals: importing a module inside a simulated
+process reads real files, as it must.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+from . import _escapes, _fcntl, _io, _misc, _os, _threads, _time
+from ._registry import REPLACEMENTS
+
+_installed = False
+_scanned: set[str] = set()
+
+# Modules whose bindings must stay the originals.
+_KEEP_REAL = frozenset({
+    "posix", "nt", "_io", "builtins", "_thread", "_socket", "_random", "sys", "marshal",
+    "zipimport", "_frozen_importlib", "_frozen_importlib_external", "importlib._bootstrap",
+    "importlib._bootstrap_external", "faulthandler",
+})
 
 
 def install() -> None:
-    """Install the process-wide routes (idempotent)."""
+    """Install every route (idempotent) and rebind aliases in loaded modules."""
+    global _installed
+    if not _installed:
+        _installed = True
+        for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes):
+            module.install()
+        from .. import _trio
+
+        _trio.install()
+    _rebind_aliases()
+
+
+def _rebind_aliases() -> None:
+    for name, module in list(sys.modules.items()):
+        if name in _scanned or not isinstance(module, ModuleType):
+            continue
+        _scanned.add(name)
+        if name in _KEEP_REAL or name == "simfs" or name.startswith("simfs."):
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for attribute, value in list(namespace.items()):
+            found = REPLACEMENTS.get(id(value))
+            if found is not None and found[0] is value:
+                namespace[attribute] = found[1]

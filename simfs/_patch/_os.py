@@ -1,0 +1,183 @@
+"""Routes for ``os`` (and, through it, ``os.path``, ``pathlib``, ``shutil``).
+
+``os.path.exists`` and friends call ``os.stat`` by attribute, ``os.walk``
+calls ``scandir``, ``shutil.rmtree`` uses the fd-based ``open``/``scandir``/
+``unlink(dir_fd=)`` calls, and ``pathlib`` calls ``os`` too; routing ``os``
+routes them all, running the standard library's own code unchanged.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .._errors import simulated_oserror
+from .._scheduler import current_process
+from ._registry import escape, patch
+
+# Functions whose first argument is a path (or, for some, a descriptor).
+_PATH_CALLS = {
+    "stat": "stat", "open": "open", "listdir": "listdir", "scandir": "scandir",
+    "mkdir": "mkdir", "rmdir": "rmdir", "remove": "unlink", "unlink": "unlink",
+    "rename": "rename", "replace": "rename", "link": "link", "utime": "utime",
+    "access": "access", "chmod": "chmod", "truncate": "truncate", "readlink": "readlink",
+    "chdir": "chdir",
+}
+# Functions whose first argument is a descriptor.
+_FD_CALLS = {
+    "read": "read", "write": "write", "pread": "pread", "pwrite": "pwrite", "close": "close",
+    "fsync": "fsync", "fdatasync": "fsync", "fstat": "fstat", "lseek": "lseek",
+    "ftruncate": "ftruncate", "dup": "dup", "fchmod": "chmod",
+}
+# Real things a simulated process must not do: the loud escapes of DESIGN §3.6.
+_ESCAPES = (
+    "system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp",
+    "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp",
+    "spawnlpe", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "symlink", "mkfifo",
+    "mknod", "chroot", "killpg", "statvfs", "fstatvfs",
+)
+_STDIO = (0, 1, 2)
+
+
+def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
+    def route(*args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return real(*args, **kwargs)
+        syscalls = process.syscalls
+        if args and isinstance(args[0], int) and not syscalls.owns_fd(args[0]):
+            raise escape(process, f"os.{real.__name__}({args[0]}) on a real file descriptor")
+        return getattr(syscalls, method)(*args, **kwargs)
+
+    return route
+
+
+def _fd_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
+    def route(fd: Any, *args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return real(fd, *args, **kwargs)
+        if not isinstance(fd, int):
+            fd = fd.fileno()  # os.fsync(file) takes anything with fileno()
+        syscalls = process.syscalls
+        if syscalls.owns_fd(fd):
+            return getattr(syscalls, method)(fd, *args, **kwargs)
+        if fd in _STDIO:
+            return real(fd, *args, **kwargs)
+        raise escape(process, f"os.{real.__name__}({fd}) on a real file descriptor")
+
+    return route
+
+
+def _escape_route(real: Callable[..., Any]) -> Callable[..., Any]:
+    def route(*args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return real(*args, **kwargs)
+        shown = ", ".join(repr(arg) for arg in args)[:120]
+        raise escape(process, f"os.{real.__name__}({shown}) is not simulated")
+
+    return route
+
+
+def install() -> None:
+    for name, method in _PATH_CALLS.items():
+        patch(os, name, _path_route(getattr(os, name), method))
+    for name, method in _FD_CALLS.items():
+        patch(os, name, _fd_route(getattr(os, name), method))
+    for name in _ESCAPES:
+        if hasattr(os, name):
+            patch(os, name, _escape_route(getattr(os, name)))
+    _install_specials()
+
+
+def _install_specials() -> None:
+    real_lstat = os.lstat
+    real_getcwd = os.getcwd
+    real_getpid = os.getpid
+    real_urandom = os.urandom
+    real_sendfile = os.sendfile
+    real_isatty = os.isatty
+    real_kill = os.kill
+    real_uname = os.uname
+
+    def lstat(path: Any, *, dir_fd: int | None = None) -> os.stat_result:
+        process = current_process()
+        if process is None:
+            return real_lstat(path, dir_fd=dir_fd)
+        stat: os.stat_result = process.syscalls.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+        return stat
+
+    def getcwd() -> str:
+        process = current_process()
+        return real_getcwd() if process is None else str(process.syscalls.getcwd())
+
+    def getpid() -> int:
+        # Threads share their process's pid; simulated processes differ, so
+        # "writer-unique" names built from the pid are as unique as for real.
+        process = current_process()
+        return real_getpid() if process is None else process.group.pid
+
+    def urandom(size: int) -> bytes:
+        process = current_process()
+        if process is None:
+            return real_urandom(size)
+        return process.group_random().randbytes(size)
+
+    def sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        process = current_process()
+        if process is None:
+            return real_sendfile(out_fd, in_fd, offset, count)
+        syscalls = process.syscalls
+        if not (syscalls.owns_fd(out_fd) and syscalls.owns_fd(in_fd)):
+            raise escape(process, "os.sendfile between real and simulated descriptors")
+        sent: int = syscalls.sendfile(out_fd, in_fd, offset, count)
+        return sent
+
+    def isatty(fd: int) -> bool:
+        process = current_process()
+        if process is not None and process.syscalls.owns_fd(fd):
+            return False
+        return real_isatty(fd)
+
+    def kill(pid: int, signal: int) -> None:
+        # os.kill(pid, 0) is how lock files check that their holder lives.
+        process = current_process()
+        if process is None:
+            return real_kill(pid, signal)
+        if signal != 0:
+            raise escape(process, f"os.kill({pid}, {signal}) is not simulated")
+        if not process.host.world.pid_alive(pid):
+            raise simulated_oserror(errno.ESRCH)
+        return None
+
+    def uname() -> os.uname_result:
+        process = current_process()
+        result = real_uname()
+        if process is None:
+            return result
+        return os.uname_result((result.sysname, process.host.name, result.release,
+                                result.version, result.machine))
+
+    def no_xattrs(*args: Any, **kwargs: Any) -> Any:
+        # NFSv3 has no extended attributes: shutil.copystat expects ENOTSUP.
+        raise simulated_oserror(errno.ENOTSUP)
+
+    for name, route in (("lstat", lstat), ("getcwd", getcwd), ("getpid", getpid),
+                        ("urandom", urandom), ("sendfile", sendfile), ("isatty", isatty),
+                        ("kill", kill), ("uname", uname)):
+        patch(os, name, route)
+    for name in ("listxattr", "getxattr", "setxattr", "removexattr"):
+        if hasattr(os, name):
+            patch(os, name, _xattr_route(getattr(os, name), no_xattrs))
+
+
+def _xattr_route(real: Callable[..., Any], simulated: Callable[..., Any]) -> Callable[..., Any]:
+    def route(*args: Any, **kwargs: Any) -> Any:
+        if current_process() is None:
+            return real(*args, **kwargs)
+        return simulated(*args, **kwargs)
+
+    return route

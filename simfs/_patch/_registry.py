@@ -1,0 +1,74 @@
+"""Bookkeeping shared by the patch modules: originals, replacements, aliases.
+
+Every route decides per call: inside a simulated process it goes to that
+process's syscall layer or clock; anywhere else (the test body, pytest,
+Hypothesis, the scheduler itself) it calls the original.  So the patches can
+stay installed for the life of the interpreter (DESIGN §3.3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from .._errors import SimulationEscape
+from .._scheduler import Process, _tls, current_process
+
+# id(original) -> replacement, for rebinding names bound by "from os import stat".
+REPLACEMENTS: dict[int, tuple[object, object]] = {}
+_patched: set[tuple[int, str]] = set()
+
+
+def patch(owner: Any, name: str, replacement: object) -> object:
+    """Replace ``owner.name`` (a module or class attribute); return the original."""
+    key = (id(owner), name)
+    original = getattr(owner, name)
+    if key in _patched:
+        return original
+    _patched.add(key)
+    setattr(owner, name, replacement)
+    REPLACEMENTS[id(original)] = (original, replacement)
+    if callable(replacement) and not isinstance(replacement, type):
+        with contextlib.suppress(AttributeError, TypeError):
+            replacement.__wrapped__ = original  # type: ignore[attr-defined]
+            replacement.__name__ = getattr(original, "__name__", name)  # type: ignore[attr-defined]
+            replacement.__qualname__ = getattr(original, "__qualname__", name)  # type: ignore[attr-defined]
+            replacement.__doc__ = getattr(original, "__doc__", None)
+    return original
+
+
+def escape(process: Process, what: str) -> SimulationEscape:
+    """Record a loud escape on the process's world and return the error to raise."""
+    syscalls = process.syscalls
+    if syscalls is not None:
+        error: SimulationEscape = syscalls.escape(what)
+        return error
+    return SimulationEscape(process.name, process.host.name, what)
+
+
+@contextlib.contextmanager
+def outside_world() -> Iterator[None]:
+    """Run a block with routing off: it reaches the real machine.
+
+    Used for the interpreter's own reads of source files (linecache, for
+    tracebacks), which are not the simulated program's I/O.
+    """
+    process = current_process()
+    _tls.process = None
+    try:
+        yield
+    finally:
+        _tls.process = process
+
+
+def real_outside(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap ``function`` so that it always runs with routing off."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if current_process() is None:
+            return function(*args, **kwargs)
+        with outside_world():
+            return function(*args, **kwargs)
+
+    return wrapper
