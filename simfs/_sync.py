@@ -68,11 +68,9 @@ class SimLock:
         if not blocking:
             return False
         self._waiters.append(process)
-        woken = process.scheduler.block("a Lock", deadline)
-        if self._holder is process:
-            return True
-        if not woken and process in self._waiters:
-            self._waiters.remove(process)
+        if process.scheduler.block("a Lock", deadline):
+            return True  # release() handed the lock over and woke this process
+        self._waiters.remove(process)
         return False
 
     def release(self) -> None:

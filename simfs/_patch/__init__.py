@@ -8,9 +8,10 @@ to that process's syscall layer or clock, and any other call to the
 original, so the patches are safe to leave in place.
 
 Names bound before installation (``from os import stat``, ``from time import
-sleep``, ``from threading import Lock``) are found by identity in every
-loaded module and rebound, as pyfakefs does; modules imported later bind the
-routes directly.  The interpreter's own machinery (``posix``, ``_io``,
+sleep``, ``from threading import Lock``), and originals frozen into default
+arguments (``tempfile``'s ``def close(self, unlink=_os.unlink)``), are found
+by identity in every loaded module and rebound, as pyfakefs does; modules
+imported later bind the routes directly.  The interpreter's own machinery (``posix``, ``_io``,
 import machinery) keeps the originals: importing a module inside a simulated
 process reads real files, as it must.
 """
@@ -18,9 +19,9 @@ process reads real files, as it must.
 from __future__ import annotations
 
 import sys
-from types import ModuleType
+from types import FunctionType, ModuleType
 
-from . import _escapes, _fcntl, _io, _misc, _os, _threads, _time
+from . import _audit, _escapes, _fcntl, _io, _misc, _os, _threads, _time
 from ._registry import REPLACEMENTS
 
 _installed = False
@@ -39,7 +40,7 @@ def install() -> None:
     global _installed
     if not _installed:
         _installed = True
-        for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes):
+        for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes, _audit):
             module.install()
         from .. import _trio
 
@@ -61,3 +62,35 @@ def _rebind_aliases() -> None:
             found = REPLACEMENTS.get(id(value))
             if found is not None and found[0] is value:
                 namespace[attribute] = found[1]
+            elif isinstance(value, FunctionType):
+                _rebind_defaults(value)
+            elif isinstance(value, type) and getattr(value, "__module__", None) == name:
+                _rebind_class(value)
+
+
+def _rebind_class(cls: type) -> None:
+    """Class attributes holding originals (3.13's glob: ``scandir = staticmethod(os.scandir)``)."""
+    for attribute, member in list(vars(cls).items()):
+        inner = getattr(member, "__func__", member)
+        replacement = _replacement(inner)
+        if replacement is not inner:
+            wrapped = (staticmethod(replacement) if isinstance(member, staticmethod)
+                       else classmethod(replacement) if isinstance(member, classmethod)
+                       else replacement)
+            setattr(cls, attribute, wrapped)
+        elif isinstance(inner, FunctionType):
+            _rebind_defaults(inner)
+
+
+def _replacement(value: object) -> object:
+    found = REPLACEMENTS.get(id(value))
+    return found[1] if found is not None and found[0] is value else value
+
+
+def _rebind_defaults(function: FunctionType) -> None:
+    defaults = function.__defaults__
+    if defaults and any(id(value) in REPLACEMENTS for value in defaults):
+        function.__defaults__ = tuple(_replacement(value) for value in defaults)
+    keyword_defaults = function.__kwdefaults__
+    if keyword_defaults and any(id(v) in REPLACEMENTS for v in keyword_defaults.values()):
+        function.__kwdefaults__ = {k: _replacement(v) for k, v in keyword_defaults.items()}

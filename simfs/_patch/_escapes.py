@@ -17,12 +17,13 @@ from .._scheduler import current_process
 from ._registry import escape, patch
 
 
-def _refuse_in_world(real: Any, what: str) -> Any:
+def _refuse_in_world(real: Any, what: str, *, method: bool = False) -> Any:
     def route(*args: Any, **kwargs: Any) -> Any:
         process = current_process()
         if process is None:
             return real(*args, **kwargs)
-        shown = ", ".join(repr(arg) for arg in args if not isinstance(arg, socket.socket))
+        # A method's self may be half-built (Popen.__init__): never repr it.
+        shown = ", ".join(repr(arg) for arg in args[1 if method else 0:])
         raise escape(process, f"{what}({shown[:120]}) reaches the real machine")
 
     return route
@@ -30,10 +31,11 @@ def _refuse_in_world(real: Any, what: str) -> Any:
 
 def install() -> None:
     patch(subprocess.Popen, "__init__",
-          _refuse_in_world(subprocess.Popen.__init__, "subprocess.Popen"))
+          _refuse_in_world(subprocess.Popen.__init__, "subprocess.Popen", method=True))
     for method in ("connect", "connect_ex", "bind", "sendto"):
         patch(socket.socket, method,
-              _refuse_in_world(getattr(_socket.socket, method), f"socket.{method}"))
+              _refuse_in_world(getattr(_socket.socket, method), f"socket.{method}",
+                               method=True))
     for function in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "create_connection"):
         patch(socket, function, _refuse_in_world(getattr(socket, function),
                                                  f"socket.{function}"))
