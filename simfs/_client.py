@@ -140,9 +140,9 @@ class NfsClient:
     def getattr(self, fileid: int, *, force: bool = False) -> Attrs:
         """Cached attributes while valid, else a GETATTR (``nfs_revalidate_inode``)."""
         cached = self.attrs.get(fileid)
-        if cached is not None and not force:
-            if self.clock.now_ns - cached.read_ns < cached.timeo_ns:
-                return cached.attrs
+        if (cached is not None and not force
+                and self.clock.now_ns - cached.read_ns < cached.timeo_ns):
+            return cached.attrs
         self._rpc("GETATTR")
         try:
             attrs = self.server.getattr(fileid)

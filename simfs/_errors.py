@@ -91,7 +91,7 @@ class HostCrashed(SimfsError):
     """The process's host crashed (a fault plan's ``HostCrash``) before it finished."""
 
 
-class ProcessKilled(BaseException):  # noqa: N818 - it unwinds, it is not an error
+class ProcessKilled(BaseException):
     """Unwinds a process the world is tearing down.
 
     A ``BaseException`` so that ``except Exception`` in user code cannot stop

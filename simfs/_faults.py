@@ -84,7 +84,8 @@ class FaultRule:
                 f"unknown op {self.op!r}; allowed: {', '.join(sorted(FAULTABLE_OPS))}")
         _check_pattern(self.path)
         if self.errno is not None and self.errno not in errno_module.errorcode:
-            raise FaultPlanError(f"unknown errno {self.errno!r}; use a constant of the errno module")
+            raise FaultPlanError(
+                f"unknown errno {self.errno!r}; use a constant of the errno module")
         _check_time(self.delay, "delay")
         if self.errno is None and self.delay == 0:
             raise FaultPlanError("a FaultRule needs an errno, a delay, or both")
@@ -172,7 +173,8 @@ class FaultPlan:
             object.__setattr__(self, name, items)
 
     def hosts(self) -> set[str]:
-        named = {rule.host for rule in (*self.rules, *self.close_delays) if rule.host}
+        named = {rule.host for rule in self.rules if rule.host}
+        named |= {delay.host for delay in self.close_delays if delay.host}
         return named | {crash.host for crash in self.crashes}
 
     def __repr__(self) -> str:

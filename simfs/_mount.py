@@ -19,7 +19,8 @@ DEFAULT_ACDIRMIN: Final = 30
 DEFAULT_ACDIRMAX: Final = 60
 
 LOOKUPCACHE_MODES: Final = ("all", "positive", "none")
-_LOOKUPCACHE_ALIASES: Final = {"all": "all", "positive": "positive", "pos": "positive", "none": "none"}
+_LOOKUPCACHE_ALIASES: Final = {"all": "all", "positive": "positive", "pos": "positive",
+                                "none": "none"}
 
 _TIMEOUT_OPTIONS: Final = ("acregmin", "acregmax", "acdirmin", "acdirmax", "actimeo")
 _FLAGS: Final = ("noac", "ac", "cto", "nocto", "sharecache", "nosharecache", "hard", "soft",
@@ -138,4 +139,5 @@ def _apply_valued(options: MountOptions, item: str, name: str, value: str) -> Mo
     if name == "actimeo":
         return replace(options, acregmin=number, acregmax=number, acdirmin=number,
                        acdirmax=number)
-    return replace(options, **{name: number})
+    timeouts: dict[str, int] = {name: number}
+    return replace(options, **timeouts)  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ def _deadline(process: Process, blocking: bool, timeout: float) -> int | None:
 class SimLock:
     """``threading.Lock`` for simulated processes."""
 
-    __slots__ = ("_holder", "_waiters", "__weakref__")
+    __slots__ = ("__weakref__", "_holder", "_waiters")
 
     def __init__(self) -> None:
         self._holder: object = None
@@ -97,7 +97,7 @@ class SimLock:
 class SimRLock:
     """``threading.RLock`` for simulated processes (owned by a thread, counted)."""
 
-    __slots__ = ("_count", "_lock", "_owner", "__weakref__")
+    __slots__ = ("__weakref__", "_count", "_lock", "_owner")
 
     def __init__(self) -> None:
         self._lock = SimLock()

@@ -35,8 +35,8 @@ import trio._core._run as trio_run
 import trio._core._thread_cache as trio_thread_cache
 
 from ._clock import NS_PER_S
-from ._scheduler import Process, current_process
 from ._patch._registry import escape, patch
+from ._scheduler import Process, current_process
 
 # id(EntryQueue) -> the clock of the simulated trio.run it belongs to.  Every
 # run_sync_soon (a thread's result, trio's own shutdown) goes through it.

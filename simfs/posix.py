@@ -40,7 +40,7 @@ def exists(path: PathArg) -> bool:
     return True
 
 
-def open(path: PathArg, flags: int, mode: int = 0o777, **kwargs: Any) -> int:  # noqa: A001
+def open(path: PathArg, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
     return _syscalls("open").open(path, flags, mode, **kwargs)
 
 

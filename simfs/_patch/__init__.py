@@ -74,9 +74,11 @@ def _rebind_class(cls: type) -> None:
         inner = getattr(member, "__func__", member)
         replacement = _replacement(inner)
         if replacement is not inner:
-            wrapped = (staticmethod(replacement) if isinstance(member, staticmethod)
-                       else classmethod(replacement) if isinstance(member, classmethod)
-                       else replacement)
+            wrapped: object = replacement
+            if isinstance(member, staticmethod):
+                wrapped = staticmethod(replacement)  # type: ignore[arg-type]
+            elif isinstance(member, classmethod):
+                wrapped = classmethod(replacement)  # type: ignore[arg-type]
             setattr(cls, attribute, wrapped)
         elif isinstance(inner, FunctionType):
             _rebind_defaults(inner)

@@ -182,7 +182,7 @@ def _simulated_open(process: Process, file: Any, mode: str, buffering: int,
 def install() -> None:
     real_open = io.open
 
-    def open(file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,  # noqa: A001
+    def open(file: Any, mode: str = "r", buffering: int = -1, encoding: str | None = None,
              errors: str | None = None, newline: str | None = None, closefd: bool = True,
              opener: Any = None) -> Any:
         process = current_process()

@@ -38,12 +38,12 @@ class SimpleQueue(metaclass=_SimpleQueueMeta):
     ``threading.Semaphore``, which inside the world is simulated.
     """
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         if current_process() is None:
             return _RealSimpleQueue(*args, **kwargs)
         return _PySimpleQueue(*args, **kwargs)
 
-    __class_getitem__ = classmethod(GenericAlias)
+    __class_getitem__: Any = classmethod(GenericAlias)
 
 
 def _simulated_child(thread: threading.Thread) -> Process | None:

@@ -26,7 +26,6 @@ from time import monotonic, sleep
 
 import trio
 
-
 # -- seed 000, as its authors wrote it ------------------------------------------
 
 def create_marker(path: str, at: float) -> float:

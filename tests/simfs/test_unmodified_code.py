@@ -170,7 +170,7 @@ def _digest_of(function, *args, seed):
 ])
 def test_the_same_seed_gives_the_same_digest_for_threads_and_trio(program, args):
     if program is plain.async_wait:
-        def program(path):  # noqa: F811 - a bounded variant of the waiter
+        def program(path):
             import trio
 
             async def bounded():
