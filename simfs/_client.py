@@ -292,15 +292,17 @@ class NfsClient:
                 (dir_id,), lambda: self.server.create(dir_id, name, exclusive=exclusive,
                                                       mode=mode))
         except FileExistsError:
-            self._set_dentry(dir_id, name, self._fileid_on_server(dir_id, name))
+            self._drop_dentry(dir_id, name)
             raise
         self._update(attrs.fileid, attrs)
         self._set_dentry(dir_id, name, attrs.fileid)
         return attrs, created
 
-    def _fileid_on_server(self, dir_id: int, name: str) -> int | None:
-        found = self.server.lookup(dir_id, name)
-        return None if found is None else found.fileid
+    def _drop_dentry(self, dir_id: int, name: str) -> None:
+        """``d_drop``: a failed create forgets the name, so the next lookup asks."""
+        entries = self.dentries.get(dir_id)
+        if entries is not None:
+            entries.pop(name, None)
 
     def mkdir(self, dir_id: int, name: str, mode: int) -> Attrs:
         if self.lookup_if_cached(dir_id, name, CREATE | EXCL) is not None:
@@ -309,7 +311,7 @@ class NfsClient:
         try:
             attrs = self._dir_op((dir_id,), lambda: self.server.mkdir(dir_id, name, mode))
         except FileExistsError:
-            self._set_dentry(dir_id, name, self._fileid_on_server(dir_id, name))
+            self._drop_dentry(dir_id, name)
             raise
         self._update(attrs.fileid, attrs)
         self._set_dentry(dir_id, name, attrs.fileid)

@@ -375,8 +375,11 @@ class Scheduler:
         self.until_ns = until_ns
         self._main_ident = _thread.get_ident()
         self._hand_on_from_main(self._pick(on_main=True))
-        if until_ns is not None and self.fatal is None and self.clock.now_ns < until_ns:
-            self.clock.advance_to(until_ns)
+
+    @property
+    def quiescent(self) -> bool:
+        """Nothing runnable and no timer pending: nothing can happen any more."""
+        return not self.runnable and not self.timers
 
     def _hand_on_from_main(self, process: Process | None) -> None:
         while process is not None:

@@ -224,7 +224,10 @@ class World:
         return list(self.scheduler.choices)
 
     def run(self, until: float | None = None) -> None:
-        """Run until virtual time ``until``, or until every process has finished.
+        """Run until every process has finished, or until virtual time ``until``.
+
+        The clock stops at the last event when everything finished first, and
+        at ``until`` when processes were still sleeping or waiting then.
 
         Raises:
             SimulationEscape: a process reached outside the simulation.
@@ -249,8 +252,10 @@ class World:
         if self.escapes:
             self._teardown()
             raise self.escapes[0]
-        if until_ns is None:
+        if self.scheduler.quiescent:
             self._finish_quiescent()
+        elif until_ns is not None and self.clock.now_ns < until_ns:
+            self.clock.advance_to(until_ns)
 
     def _finish_quiescent(self) -> None:
         """Nothing can happen any more: unwind what is left, and report a deadlock.

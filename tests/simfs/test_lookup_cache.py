@@ -192,3 +192,26 @@ def test_o_excl_on_a_cached_negative_entry_is_eexist_from_the_server():
         loser.result()
     event = world.trace.select(host="b", op="open")[-1]
     assert event.outcome == "EEXIST" and "CREATE" in event.rpcs
+
+
+def test_mkdir_eexist_drops_the_cached_negative_entry():
+    # nfs_mkdir d_drop()s the dentry when MKDIR fails, so the isdir() that
+    # os.makedirs(exist_ok=True) does next asks the server and succeeds.
+    def late_makedirs():
+        assert not os.path.isdir("/shared/out/cfg")  # caches "absent"
+        posix.sleep(2.0)
+        os.makedirs("/shared/out/cfg", exist_ok=True)
+        return os.path.isdir("/shared/out/cfg")
+
+    def other_host_creates():
+        posix.sleep(1.0)
+        posix.mkdir("/shared/out/cfg")
+
+    world, a, b = two_hosts()
+    world.server.mkdir("/shared/out")
+    world.spawn(a, other_host_creates)
+    process = world.spawn(b, late_makedirs)
+    world.run()
+    assert process.result() is True
+    mkdirs = world.trace.select(host="b", op="mkdir")
+    assert mkdirs[-1].outcome == "EEXIST" and "MKDIR" in mkdirs[-1].rpcs

@@ -1,0 +1,101 @@
+"""The command line: ``python -m scenarios list | run NAME|all [options]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+
+from . import SCENARIOS, get
+from ._base import Backend, ScenarioError, ScenarioResult, dump_json
+
+BACKENDS = ("sim", "real")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m scenarios",
+                                     description="The seed incidents as experiments.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", help="list the scenarios")
+    run = commands.add_parser("run", help="run a scenario (or all) and print its table")
+    run.add_argument("name", help="a scenario name, or 'all'")
+    run.add_argument("--backend", default="sim",
+                     help=f"where to run: {' or '.join(BACKENDS)} (default sim)")
+    run.add_argument("--trials", type=int, default=None, help="trials per group")
+    run.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
+    run.add_argument("--json", metavar="PATH", help="also write the result as JSON")
+    run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                     help="override a scenario parameter (repeatable)")
+    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    return parser
+
+
+def _backend(name: str) -> Backend:
+    if name == "sim":
+        from ._sim import SimBackend
+
+        return SimBackend()
+    if name == "real":
+        from ._real import RealBackend
+
+        return RealBackend.from_environment()
+    raise ScenarioError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, str]:
+    given = {}
+    for pair in pairs:
+        name, equals, value = pair.partition("=")
+        if not equals or not name:
+            raise ScenarioError(f"--param {pair!r}: write it as NAME=VALUE")
+        given[name.strip()] = value.strip()
+    return given
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            for name, scenario in sorted(SCENARIOS.items()):
+                print(f"{name:10} seed {scenario.seed_file}  {scenario.summary}")
+            return 0
+        return _run(args)
+    except ScenarioError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    names = sorted(SCENARIOS) if args.name == "all" else [args.name]
+    classes = [get(name) for name in names]
+    backend = _backend(args.backend)
+    overrides = _overrides(args.param)
+    if args.trials is not None and args.trials < 1:
+        raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
+    progress = (lambda message: None) if args.quiet else (
+        lambda message: print(message, file=sys.stderr, flush=True))
+    results: list[ScenarioResult] = []
+    failed = False
+    for scenario_class in classes:
+        scenario = scenario_class()
+        trials = args.trials if scenario_class.has_trials else None
+        if args.trials is not None and not scenario_class.has_trials and args.name != "all":
+            raise ScenarioError(f"scenario {scenario_class.name!r} takes no --trials")
+        params = scenario_class.resolve_params(
+            {k: v for k, v in overrides.items()
+             if args.name != "all" or k in {p.name for p in scenario_class.params}}, trials)
+        started = time.perf_counter()
+        result = scenario.run(backend, args.seed, params, progress)
+        elapsed = time.perf_counter() - started
+        results.append(result)
+        print(scenario.table(result))
+        problems = scenario.check(result)
+        for problem in problems:
+            print(f"INVARIANT VIOLATED: {problem}")
+        failed = failed or bool(problems)
+        print(f"\n[{scenario_class.name}: {elapsed:.2f} s wall, trace sha256 "
+              f"{result.trace_sha256[:16]}...]\n")
+    if args.json:
+        dump_json(results, args.json)
+    return 1 if failed else 0

@@ -1,0 +1,199 @@
+"""Seed 000: handshake markers hidden ~30 s by the NFS negative-lookup cache.
+
+The seed's experiment, as its authors ran it: two hosts share the export; one
+creates a marker after a random 0.2-2 s, the other polls for it every 0.1 s.
+Each trial uses a fresh step directory.  Trials cover both directions (the
+consumer waits for ``.sender_ready``; the trainer waits for
+``.receiver_ready``) and both layouts (the waiter made the step directory
+first, as for ``.receiver_ready``; or the creator made the directory and the
+marker together, as for ``.sender_ready``).  The delay is timed from the
+marker's creation to the waiter's first sighting.
+
+Variants:
+- ``exists`` (the seed's buggy code): a bare ``marker.exists()``.
+- ``marker_exists`` (the reference, ``reference.fs.marker_exists``): open the
+  step directory, and the broadcast directory when the step directory is
+  not there yet, before ``exists()``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from reference.fs import marker_exists
+
+from ._base import (
+    Backend,
+    Param,
+    ProcessSpec,
+    Progress,
+    Scenario,
+    ScenarioResult,
+    Variant,
+    combine_digests,
+    format_table,
+)
+
+BROADCAST = "broadcast"
+LAYOUTS = ("waiter-made-dir", "creator-made-dir")
+DIRECTIONS = {
+    # direction: (waiting host, creating host, marker)
+    "consumer-waits-sender-ready": ("consumer", "trainer", ".sender_ready"),
+    "trainer-waits-receiver-ready": ("trainer", "consumer", ".receiver_ready"),
+}
+METHOD_LABELS = {"exists": "marker.exists()", "marker_exists": "marker_exists(marker)"}
+
+
+# -- the processes: plain code, the same on every backend ------------------------
+
+
+def prepare_broadcast_dir(root: str) -> None:
+    os.makedirs(Path(root) / BROADCAST, exist_ok=True)
+
+
+def create_marker(root: str, step: str, marker: str, delay: float, make_dir: bool) -> float:
+    """The creating host: wait ``delay``, then create the marker (and its dir)."""
+    time.sleep(delay)
+    step_dir = Path(root) / BROADCAST / step
+    if make_dir:
+        os.mkdir(step_dir)
+    fd = os.open(step_dir / marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    os.close(fd)
+    return time.monotonic()
+
+
+def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bool,
+                    poll: float, timeout: float) -> tuple[float, float]:
+    """The waiting host: poll every ``poll`` s; (first poll, first sighting) times."""
+    step_dir = Path(root) / BROADCAST / step
+    if make_dir:
+        os.mkdir(step_dir)
+    path = step_dir / marker
+    check = path.exists if method == "exists" else (lambda: marker_exists(path))
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"{path} not seen within {timeout} s")
+        time.sleep(poll)
+    return start, time.monotonic()
+
+
+# -- the experiment ------------------------------------------------------------------
+
+
+class Handshake(Scenario):
+    name: ClassVar[str] = "handshake"
+    seed_file: ClassVar[str] = "000_0e5bc33a68ac6ef6.txt"
+    summary: ClassVar[str] = ("handshake markers hidden ~30 s by the negative-lookup cache; "
+                              "fix: revalidate the step and broadcast dirs")
+    has_trials: ClassVar[bool] = True
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("trials", 20, "trials per group (variant x layout x direction)", int, minimum=1),
+        Param("poll", 0.1, "seconds between polls", float, minimum=0.001),
+        Param("min_delay", 0.2, "earliest marker creation, seconds after the trial starts",
+              float, minimum=0.0),
+        Param("max_delay", 2.0, "latest marker creation, seconds", float, minimum=0.0),
+        Param("mount", "vers=3", "nfs(5) options of both hosts (e.g. acdirmin=3,acdirmax=3)",
+              str),
+        Param("timeout", 120.0, "seconds a waiter polls before giving up", float,
+              minimum=1.0),
+    )
+    variants: ClassVar[tuple[Variant, ...]] = (
+        Variant("exists", "the seed's code: a bare marker.exists()", buggy=True),
+        Variant("marker_exists", "reference.fs.marker_exists: revalidate, then exists()",
+                buggy=False),
+    )
+
+    def run(self, backend: Backend, seed: int, params: dict[str, Any],
+            progress: Progress) -> ScenarioResult:
+        if params["max_delay"] < params["min_delay"]:
+            from ._base import ScenarioError
+
+            raise ScenarioError(f"max_delay={params['max_delay']} is below "
+                                f"min_delay={params['min_delay']}")
+        rows: list[dict[str, Any]] = []
+        samples: dict[str, Any] = {}
+        digests: list[str] = []
+        groups = [(variant.name, layout, direction) for variant in self.variants
+                  for layout in LAYOUTS for direction in DIRECTIONS]
+        for index, (method, layout, direction) in enumerate(groups):
+            progress(f"handshake: group {index + 1}/{len(groups)} "
+                     f"({method}, {layout}, {direction}), {params['trials']} trials")
+            delays, digest = self._run_group(backend, seed, index, method, layout, direction,
+                                             params)
+            digests.append(digest)
+            samples[f"{method}/{layout}/{direction}"] = delays
+            rows.append({"variant": method, "layout": layout, "direction": direction,
+                         "trials": len(delays),
+                         "median_s": round(statistics.median(d for d, _ in delays), 6),
+                         "min_s": round(min(d for d, _ in delays), 6),
+                         "max_s": round(max(d for d, _ in delays), 6)})
+        return ScenarioResult(self.name, backend.name, seed, dict(params), rows,
+                              combine_digests(digests), samples)
+
+    def _run_group(self, backend: Backend, seed: int, index: int, method: str, layout: str,
+                   direction: str, params: dict[str, Any]
+                   ) -> tuple[list[tuple[float, float]], str]:
+        """(delay, creation time after the first poll) per trial, and the digest."""
+        waiter, creator, marker = DIRECTIONS[direction]
+        waiter_makes_dir = layout == "waiter-made-dir"
+        session = backend.session({"trainer": params["mount"], "consumer": params["mount"]},
+                                  seed=seed * 1000 + index)
+        rng = random.Random(f"handshake:{seed}:{index}")
+        delays: list[tuple[float, float]] = []
+        try:
+            session.run([ProcessSpec("trainer", prepare_broadcast_dir)], timeout=60)
+            for trial in range(params["trials"]):
+                step = f"step_{seed}_{index}_{trial}"
+                delay = rng.uniform(params["min_delay"], params["max_delay"])
+                created, (first_poll, seen) = session.run([
+                    ProcessSpec(creator, create_marker,
+                                (step, marker, delay, not waiter_makes_dir), "creator"),
+                    ProcessSpec(waiter, wait_for_marker,
+                                (step, marker, method, waiter_makes_dir, params["poll"],
+                                 params["timeout"]), "waiter"),
+                ], timeout=params["timeout"] + params["max_delay"] + 60)
+                delays.append((seen - created, created - first_poll))
+        finally:
+            digest = session.close()
+        return delays, digest
+
+    def table(self, result: ScenarioResult) -> str:
+        lines = [f"handshake (seed {self.seed_file}): marker created on one host after "
+                 f"{result.params['min_delay']:g}-{result.params['max_delay']:g} s, polled "
+                 f"every {result.params['poll']:g} s on another; mount "
+                 f"{result.params['mount']!r}; backend {result.backend}", ""]
+        summary = []
+        for variant in self.variants:
+            rows = [row for row in result.rows if row["variant"] == variant.name]
+            medians = [row["median_s"] for row in rows]
+            summary.append((METHOD_LABELS[variant.name], rows[0]["trials"],
+                            f"{min(medians):.2f}-{max(medians):.2f} s",
+                            f"{max(row['max_s'] for row in rows):.2f} s"))
+        lines.append(format_table(("Polling method", "Trials", "Median (range across groups)",
+                                   "Worst"), summary))
+        lines.append("")
+        lines.append(format_table(
+            ("variant", "layout", "direction", "trials", "median", "min", "max"),
+            [(row["variant"], row["layout"], row["direction"], row["trials"],
+              f"{row['median_s']:.2f} s", f"{row['min_s']:.2f} s", f"{row['max_s']:.2f} s")
+             for row in result.rows]))
+        return "\n".join(lines)
+
+    def check(self, result: ScenarioResult) -> list[str]:
+        """Plain exists() stalls until acdirmin; marker_exists sees it within a poll."""
+        problems = []
+        poll = result.params["poll"]
+        for row in result.rows:
+            label = f"{row['variant']}/{row['layout']}/{row['direction']}"
+            if row["variant"] == "marker_exists" and row["max_s"] > poll + 1e-6:
+                problems.append(f"{label}: worst {row['max_s']:.3f} s exceeds one poll "
+                                f"({poll} s)")
+            if row["variant"] == "exists" and row["median_s"] < 1.0:
+                problems.append(f"{label}: median {row['median_s']:.3f} s shows no stall")
+        return problems
