@@ -124,7 +124,8 @@ def role_lock_taker() -> None:
             fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
             conflict, err = False, ""
         except OSError as e:
-            conflict, err = e.errno in (errno.EAGAIN, errno.EACCES), errno.errorcode[e.errno]
+            conflict = e.errno in (errno.EAGAIN, errno.EACCES)
+            err = errno.errorcode.get(e.errno or 0, str(e.errno))
         reply({"conflict": conflict, "errno": err})
         if conflict:
             sys.stdin.readline()  # block now; the parent then makes the holder release
@@ -148,6 +149,7 @@ class Child:
     """A role run as its own OS process, spoken to in JSON lines."""
 
     def __init__(self, role: str, *args: str) -> None:
+        self.role = role
         self.proc = subprocess.Popen(
             [sys.executable, __file__, role, *args],
             stdin=subprocess.PIPE,
@@ -164,7 +166,7 @@ class Child:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"{self.proc.args[2]} exited with {self.proc.wait()}")
+            raise RuntimeError(f"{self.role} exited with {self.proc.wait()}")
         result: dict[str, object] = json.loads(line)
         return result
 
@@ -175,15 +177,23 @@ class Child:
 
 
 def run_trial(
-    writer: Child, poller: Child, root_a: Path, root_b: Path, rel: str, variant: str,
-    k: int, rng: random.Random, deadline_s: float,
+    writer: Child,
+    poller: Child,
+    root_a: Path,
+    root_b: Path,
+    rel: str,
+    variant: str,
+    k: int,
+    rng: random.Random,
+    deadline_s: float,
 ) -> Trial:
     """One trial in a fresh t/ (made on A before t=0; B has never looked it up)."""
     (root_a / rel / "t").mkdir(parents=True)
     create_after = rng.uniform(*DELAY_RANGE_S)
     t0 = time.monotonic() + 0.3  # time for both to be waiting
-    poller.send({"dir": str(root_b / rel / "t"), "t0": t0, "deadline": t0 + deadline_s,
-                 "variant": variant})
+    poller.send(
+        {"dir": str(root_b / rel / "t"), "t0": t0, "deadline": t0 + deadline_s, "variant": variant}
+    )
     writer.send({"dir": str(root_a / rel / "t"), "at": t0 + create_after})
     created = float(str(writer.receive()["created"]))
     answer = poller.receive()
@@ -192,8 +202,9 @@ def run_trial(
     return Trial(variant, k, round(created - t0, 3), delay, int(str(answer["polls"])))
 
 
-def measure_lookups(root_a: Path, root_b: Path, trials: int, deadline_s: float,
-                    seed: int) -> list[Trial]:
+def measure_lookups(
+    root_a: Path, root_b: Path, trials: int, deadline_s: float, seed: int
+) -> list[Trial]:
     rng = random.Random(seed)
     writer, poller = Child("_writer"), Child("_poller")
     writer.receive(), poller.receive()
@@ -202,8 +213,9 @@ def measure_lookups(root_a: Path, root_b: Path, trials: int, deadline_s: float,
         for variant in VARIANTS:
             for k in range(trials):
                 rel = f"probe-{os.getpid()}/{variant}-{k}"
-                results.append(run_trial(writer, poller, root_a, root_b, rel, variant, k,
-                                         rng, deadline_s))
+                results.append(
+                    run_trial(writer, poller, root_a, root_b, rel, variant, k, rng, deadline_s)
+                )
                 print(f"  {variant:10} trial {k}: {asdict(results[-1])}", flush=True)
     finally:
         writer.close()
@@ -289,8 +301,10 @@ def main() -> int:
     (out / "negative_lookup.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"\n{'check before exists()':24} trials unseen  median     min     max")
     for variant, row in table.items():
-        cells = [f"{row[k]:7.2f}" if row[k] is not None else "      -"
-                 for k in ("median_s", "min_s", "max_s")]
+        cells = [
+            f"{row[k]:7.2f}" if row[k] is not None else "      -"
+            for k in ("median_s", "min_s", "max_s")
+        ]
         print(f"{variant:24} {row['trials']:6} {row['unseen']:6} {' '.join(cells)}")
     lock_ok = bool(lock.get("conflict"))
     print(f"lock conflict between processes on {args.writer} and {args.poller}: {lock_ok}")

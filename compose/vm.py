@@ -27,7 +27,6 @@ import re
 import shlex
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -37,25 +36,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-COMPOSE_DIR = Path(__file__).resolve().parent
-GUEST_SCRIPT = COMPOSE_DIR / "guest_nfs.sh"
-
-# Debian packages the VM needs (DESIGN.md s7), and the commands that prove each
-# is there.  busybox-static and file: virtme-run builds its initramfs from a
-# static busybox and uses file(1) to check that it is static.
-APT_PACKAGES: dict[str, tuple[str, ...]] = {
-    "qemu-system-x86": ("qemu-system-x86_64",),
-    "linux-image-amd64": (),  # checked through find_kernel()
-    "nfs-kernel-server": ("rpc.nfsd", "rpc.mountd", "exportfs"),
-    "nfs-common": ("rpcbind", "rpc.statd", "mount.nfs"),
-    "rpcbind": ("rpcbind",),
-    "busybox-static": ("busybox",),
-    "file": ("file",),
-    "kmod": ("modprobe",),
-    "e2fsprogs": ("mkfs.ext4",),
-    "iproute2": ("ip",),
-}
-PIP_PACKAGE = "virtme-ng"
+# vm_prereqs sits beside this file; compose/ is no package, so make it
+# importable however this file is loaded (as a script, or by tests).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from vm_prereqs import (
+    GUEST_SCRIPT,
+    VmError,
+    find_kernel,
+    find_vng,
+    install_apt,
+    install_vng,
+    missing_apt_packages,
+    problems,
+)
 
 EXIT_TIMEOUT = 124  # as timeout(1)
 EXIT_VM_FAILED = 125  # as `docker run` when the container could not start
@@ -64,11 +57,10 @@ HOST_NAME = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 MOUNT_OPTIONS = re.compile(r"[A-Za-z0-9_.:/-]+(=[A-Za-z0-9_.:/-]+)?")
 # Environment passed through to the command besides PATH and the virtualenv.
 PASSED_ENV = ("PYTHONPATH", "PYTHONHASHSEED", "LANG", "LC_ALL", "TZ", "CI", "TERM")
-SBIN_DIRS = ("/usr/local/sbin", "/usr/sbin", "/sbin")
 
 
-class VmError(Exception):
-    """The VM could not be prepared, booted or set up; the message says which step."""
+class UsageError(Exception):
+    """The command line asks for something `run` cannot do."""
 
 
 @dataclass(frozen=True)
@@ -83,81 +75,6 @@ class Host:
         return f"/mnt/nfs/{self.name}"
 
 
-# ---------------------------------------------------------------- discovery
-
-
-def which(command: str) -> str | None:
-    """Find a command on PATH or in the sbin directories a non-login PATH lacks."""
-    search = os.pathsep.join([os.environ.get("PATH", ""), *SBIN_DIRS])
-    return shutil.which(command, path=search)
-
-
-def find_vng() -> Path | None:
-    """Find vng next to this interpreter first: `setup` pip-installs it there."""
-    beside = Path(sys.executable).parent / "vng"
-    if beside.is_file():
-        return beside
-    found = shutil.which("vng")
-    return Path(found) if found else None
-
-
-def find_kernel() -> Path | None:
-    """Newest /boot/vmlinuz-* whose modules include nfsd (the server must load)."""
-    for image in sorted(Path("/boot").glob("vmlinuz-*"), key=_kernel_sort_key, reverse=True):
-        version = image.name.removeprefix("vmlinuz-")
-        if any(Path("/lib/modules", version, "kernel/fs/nfsd").glob("nfsd.ko*")):
-            return image
-    return None
-
-
-def _kernel_sort_key(image: Path) -> list[int]:
-    return [int(n) for n in re.findall(r"\d+", image.name)]
-
-
-def is_static_elf(path: str) -> bool:
-    """True when an ELF file has no PT_INTERP header, i.e. is statically linked."""
-    with open(path, "rb") as f:
-        head = f.read(64)
-        if head[:4] != b"\x7fELF" or head[4] != 2:  # 64-bit only: x86_64 hosts
-            return False
-        phoff, = struct.unpack_from("<Q", head, 0x20)
-        phentsize, phnum = struct.unpack_from("<HH", head, 0x36)
-        f.seek(phoff)
-        table = f.read(phentsize * phnum)
-    pt_interp = 3
-    return all(
-        struct.unpack_from("<I", table, i * phentsize)[0] != pt_interp for i in range(phnum)
-    )
-
-
-# ------------------------------------------------------------------- check
-
-
-def problems() -> list[str]:
-    """Every reason the VM cannot start here, each with the fix; empty when it can."""
-    found: list[str] = []
-    kernel = find_kernel()
-    if kernel is None:
-        found.append("no /boot/vmlinuz-* with an nfsd module: apt-get install linux-image-amd64")
-    elif not os.access(kernel, os.R_OK):
-        found.append(f"{kernel} is not readable by this user: run as root")
-    vng = find_vng()
-    if vng is None:
-        found.append(f"no vng (virtme-ng): {sys.executable} -m pip install {PIP_PACKAGE}")
-    elif not (vng.parent / "virtme-run").is_file():
-        found.append(f"vng at {vng} has no virtme-run beside it: reinstall {PIP_PACKAGE}")
-    for package, commands in APT_PACKAGES.items():
-        for command in commands:
-            if which(command) is None:
-                found.append(f"no {command}: apt-get install {package}")
-    busybox = which("busybox")
-    if busybox is not None and not is_static_elf(busybox):
-        found.append(f"{busybox} is dynamically linked: apt-get install busybox-static")
-    if not GUEST_SCRIPT.is_file():
-        found.append(f"missing {GUEST_SCRIPT}")
-    return found
-
-
 def cmd_check(_: argparse.Namespace) -> int:
     """Say whether `run` can boot the VM, and exactly why not."""
     found = problems()
@@ -169,52 +86,6 @@ def cmd_check(_: argparse.Namespace) -> int:
         return 1
     print(f"vm: ready (kernel {find_kernel()}, vng {find_vng()}, qemu TCG)")
     return 0
-
-
-# ------------------------------------------------------------------- setup
-
-
-def missing_apt_packages() -> list[str]:
-    """Debian packages not installed, asked of dpkg (the commands may be elsewhere)."""
-    missing = []
-    for package in APT_PACKAGES:
-        result = subprocess.run(
-            ["dpkg-query", "-W", "-f=${Status}", package],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if "install ok installed" not in result.stdout:
-            missing.append(package)
-    return missing
-
-
-def install_apt(packages: Sequence[str]) -> None:
-    """apt-get install, noninteractive; apt-get update first, as a fresh machine needs."""
-    if shutil.which("apt-get") is None:
-        raise VmError(f"no apt-get: install {' '.join(packages)} with this system's tools")
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    print(f"vm setup: apt-get install {' '.join(packages)}", flush=True)
-    for args in (["update", "-qq"], ["install", "-y", "-qq", *packages]):
-        result = subprocess.run(
-            [*sudo, "apt-get", *args], env=env, capture_output=True, text=True, check=False
-        )
-        if result.returncode != 0:
-            raise VmError(f"apt-get {args[0]} failed:\n{result.stdout}{result.stderr}")
-
-
-def install_vng() -> None:
-    """pip install virtme-ng into this interpreter's environment (its venv, if any)."""
-    print(f"vm setup: {sys.executable} -m pip install {PIP_PACKAGE}", flush=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", PIP_PACKAGE],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if result.returncode != 0:
-        raise VmError(f"pip install {PIP_PACKAGE} failed:\n{result.stdout}{result.stderr}")
 
 
 def cmd_setup(_: argparse.Namespace) -> int:
@@ -265,7 +136,9 @@ def parse_env(spec: str) -> tuple[str, str]:
     return name, value
 
 
-def command_env(hosts: Sequence[Host], out: str, extra: Sequence[tuple[str, str]]) -> dict[str, str]:
+def command_env(
+    hosts: Sequence[Host], out: str, extra: Sequence[tuple[str, str]]
+) -> dict[str, str]:
     """The command's environment: the caller's PATH and virtualenv, plus NFS_*.
 
     The guest sees the host's root filesystem at the same paths, so the
@@ -290,7 +163,9 @@ def command_env(hosts: Sequence[Host], out: str, extra: Sequence[tuple[str, str]
     return env
 
 
-def write_job(ctl: Path, hosts: Sequence[Host], command: Sequence[str], env: dict[str, str]) -> None:
+def write_job(
+    ctl: Path, hosts: Sequence[Host], command: Sequence[str], env: dict[str, str]
+) -> None:
     """Write the files guest_nfs.sh sources: job.env (set-up), command.env (exports)."""
     job = {
         "VM_CWD": os.getcwd(),
@@ -320,16 +195,28 @@ def vng_argv(vng: Path, kernel: Path, ctl: Path, cpus: int, memory: str) -> list
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """Kill vng and its qemu (one process group): nothing may outlive the run."""
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+    # qemu outlives vng by a moment, so wait for the whole group, not the leader.
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+            break
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline and group_alive(proc):
+            time.sleep(0.1)
+        if not group_alive(proc):
+            break
+    proc.wait()
+
+
+def group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether any process of vng's group is left (reaping vng itself first)."""
+    proc.poll()
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def stream(proc: subprocess.Popen[bytes], tail: collections.deque[str]) -> threading.Thread:
@@ -379,6 +266,12 @@ def read_text(path: Path) -> str | None:
         return None
 
 
+def setup_log_tail(log: Path, lines: int = 8) -> str:
+    """The failing set-up command and its output: the log up to the dmesg tail."""
+    text = read_text(log) or "(no vm-setup.log)"
+    return "\n".join("  " + line for line in text.split("-- dmesg tail")[0].splitlines()[-lines:])
+
+
 def collect(ctl: Path, out: Path) -> None:
     """Bring back the command's files ($NFS_OUT) and the two logs into OUT."""
     out.mkdir(parents=True, exist_ok=True)
@@ -389,7 +282,7 @@ def collect(ctl: Path, out: Path) -> None:
             shutil.copy2(ctl / name, out / name)
 
 
-def verdict(ctl: Path, outcome: str, timeout: float, tail: Sequence[str]) -> int:
+def verdict(ctl: Path, out: Path, outcome: str, timeout: float, tail: Sequence[str]) -> int:
     """Turn what the guest left in CTL into an exit status, saying what failed."""
     status = read_text(ctl / "status")
     step = read_text(ctl / "step")
@@ -403,7 +296,10 @@ def verdict(ctl: Path, outcome: str, timeout: float, tail: Sequence[str]) -> int
         return int(status)
     failed = read_text(ctl / "failed-step")
     if failed is not None:
-        raise VmError(f"set-up step {failed!r} failed in the guest (see vm-setup.log)")
+        raise VmError(
+            f"set-up step {failed!r} failed in the guest; its last lines "
+            f"(all of it in {out / 'vm-setup.log'}):\n" + setup_log_tail(ctl / "vm-setup.log")
+        )
     if step is None:
         raise VmError("boot: the VM exited before the guest script ran:\n" + "\n".join(tail))
     raise VmError(f"the VM stopped during step {step!r} without an exit status")
@@ -413,10 +309,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Boot the VM, mount one NFS client per --host, run the command, bring back results."""
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
-        raise VmError("nothing to run: put the command after --")
+        raise UsageError("nothing to run: put the command after --")
     names = [h.name for h in args.host]
     if len(set(names)) != len(names):
-        raise VmError(f"--host names must be distinct, got {names}")
+        raise UsageError(f"--host names must be distinct, got {names}")
     found = problems()
     if found:
         raise VmError("prepare: the VM cannot start here:\n  - " + "\n  - ".join(found))
@@ -434,20 +330,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         wall = time.monotonic() - started
         collect(ctl, out)
         try:
-            code = verdict(ctl, outcome, args.timeout, tail)
+            code = verdict(ctl, out, outcome, args.timeout, tail)
         except VmError:
             record_run(out, args, command, kernel, wall, EXIT_VM_FAILED)
             raise
         record_run(out, args, command, kernel, wall, code)
-        print(f"vm: {outcome}, exit status {code}, {wall:.1f} s wall; results in {out}",
-              file=sys.stderr)
+        print(
+            f"vm: {outcome}, exit status {code}, {wall:.1f} s wall; results in {out}",
+            file=sys.stderr,
+        )
         return code
     finally:
         shutil.rmtree(ctl, ignore_errors=True)
 
 
 def record_run(
-    out: Path, args: argparse.Namespace, command: Sequence[str], kernel: Path, wall: float, code: int
+    out: Path,
+    args: argparse.Namespace,
+    command: Sequence[str],
+    kernel: Path,
+    wall: float,
+    code: int,
 ) -> None:
     """OUT/vm-run.json: what ran where, and how long the whole VM run took."""
     record = {
@@ -478,12 +381,24 @@ def parser() -> argparse.ArgumentParser:
     )
     run = sub.add_parser("run", help="run a command against one NFS mount per --host")
     run.set_defaults(func=cmd_run)
-    run.add_argument("--host", type=parse_host, action="append", required=True,
-                     metavar="NAME=OPTS", help="a client mount, e.g. b=vers=3,acdirmin=3")
+    run.add_argument(
+        "--host",
+        type=parse_host,
+        action="append",
+        required=True,
+        metavar="NAME=OPTS",
+        help="a client mount, e.g. b=vers=3,acdirmin=3",
+    )
     run.add_argument("--out", required=True, help="directory for results and logs")
     run.add_argument("--timeout", type=float, default=900.0, help="seconds (default 900)")
-    run.add_argument("--env", type=parse_env, action="append", default=[],
-                     metavar="NAME=VALUE", help="extra environment for the command")
+    run.add_argument(
+        "--env",
+        type=parse_env,
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="extra environment for the command",
+    )
     run.add_argument("--cpus", type=int, default=2)
     run.add_argument("--memory", default="2G")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- CMD ARGS...")
@@ -497,6 +412,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except VmError as error:
         print(f"vm: {error}", file=sys.stderr)
         return EXIT_VM_FAILED
+    except UsageError as error:
+        print(f"vm.py run: error: {error}", file=sys.stderr)
+        return 2
     return code
 
 

@@ -112,7 +112,7 @@ def test_wait_for_path_async_under_trio():
         return trio.current_time()
 
     async def wait_too_long():
-        with pytest.raises(TimeoutError, match="did not appear within 0.5 s"):
+        with pytest.raises(TimeoutError, match=r"did not appear within 0\.5 s"):
             await fs.wait_for_path_async("/shared/never", timeout=0.5, poll=0.1)
         return "timed out"
 
