@@ -8,6 +8,9 @@ numbers, on the simulation (``--backend sim``) or real NFS
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from ._base import (
     Param,
     ProcessSpec,
@@ -16,11 +19,27 @@ from ._base import (
     ScenarioResult,
     Variant,
 )
-from .handshake import Handshake
 
-SCENARIOS: dict[str, type[Scenario]] = {
-    Handshake.name: Handshake,
-}
+
+def _discover() -> dict[str, type[Scenario]]:
+    """Every public module of this package is one scenario; import them all.
+
+    An import error is raised, not skipped: a scenario that cannot load is a
+    broken build, not a missing row.
+    """
+    found: dict[str, type[Scenario]] = {}
+    for module_info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module_info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{__name__}.{module_info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, Scenario)
+                    and value is not Scenario and value.__module__ == module.__name__):
+                found[value.name] = value
+    return found
+
+
+SCENARIOS: dict[str, type[Scenario]] = _discover()
 
 
 def get(name: str) -> type[Scenario]:
