@@ -128,6 +128,18 @@ def combine_digests(digests: Iterable[str]) -> str:
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class FidelityRow:
+    """What one group of trials showed on one backend, for the fidelity report."""
+
+    key: tuple[str, ...]
+    outcome: str
+    median_s: float
+    min_s: float
+    max_s: float
+    rpcs_per_poll: float | None
+
+
 class Scenario:
     """Base class of the seed cases; subclasses fill in the class attributes."""
 
@@ -169,6 +181,13 @@ class Scenario:
     def check(self, result: ScenarioResult) -> list[str]:
         """Invariant violations in ``result``; empty when the scenario behaved."""
         return []
+
+    def fidelity_key_names(self) -> tuple[str, ...]:
+        """The columns that name a fidelity row; scenarios with a comparison override."""
+        raise ScenarioError(f"scenario {self.name!r} has no sim-versus-real comparison")
+
+    def fidelity_rows(self, result: ScenarioResult) -> list[FidelityRow]:
+        raise ScenarioError(f"scenario {self.name!r} has no sim-versus-real comparison")
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

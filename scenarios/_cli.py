@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from . import SCENARIOS, get
 from ._base import Backend, ScenarioError, ScenarioResult, dump_json
@@ -28,6 +28,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="override a scenario parameter (repeatable)")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    fidelity = commands.add_parser(
+        "fidelity", help="run a scenario on the simulation and on real NFS, side by side")
+    fidelity.add_argument("name", help="a scenario name")
+    fidelity.add_argument("--trials", type=int, default=None, help="trials per group")
+    fidelity.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
+    fidelity.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                          help="override a scenario parameter (repeatable)")
+    fidelity.add_argument("--quiet", action="store_true", help="no progress on stderr")
     return parser
 
 
@@ -60,10 +68,34 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name, scenario in sorted(SCENARIOS.items()):
                 print(f"{name:10} seed {scenario.seed_file}  {scenario.summary}")
             return 0
+        if args.command == "fidelity":
+            return _fidelity(args)
         return _run(args)
     except ScenarioError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    if quiet:
+        return lambda message: None
+    return lambda message: print(message, file=sys.stderr, flush=True)
+
+
+def _fidelity(args: argparse.Namespace) -> int:
+    from ._fidelity import run_fidelity
+
+    scenario_class = get(args.name)
+    if args.trials is not None and args.trials < 1:
+        raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
+    params = scenario_class.resolve_params(_overrides(args.param), args.trials)
+    table, flags = run_fidelity(scenario_class(), _backend("sim"), _backend("real"), args.seed,
+                                params, _progress(args.quiet))
+    print(table)
+    for flag in flags:
+        print(f"FLAGGED: {flag}")
+    print(f"\n{len(flags)} flagged row(s)")
+    return 1 if flags else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -73,8 +105,7 @@ def _run(args: argparse.Namespace) -> int:
     overrides = _overrides(args.param)
     if args.trials is not None and args.trials < 1:
         raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
-    progress = (lambda message: None) if args.quiet else (
-        lambda message: print(message, file=sys.stderr, flush=True))
+    progress = _progress(args.quiet)
     results: list[ScenarioResult] = []
     failed = False
     for scenario_class in classes:

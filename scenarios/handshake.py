@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -29,6 +30,7 @@ from reference.fs import marker_exists
 
 from ._base import (
     Backend,
+    FidelityRow,
     Param,
     ProcessSpec,
     Progress,
@@ -53,7 +55,9 @@ METHOD_LABELS = {"exists": "marker.exists()", "marker_exists": "marker_exists(ma
 
 
 def prepare_broadcast_dir(root: str) -> None:
-    os.makedirs(Path(root) / BROADCAST, exist_ok=True)
+    """A clean broadcast directory per session (a real export outlives runs)."""
+    shutil.rmtree(Path(root) / BROADCAST, ignore_errors=True)
+    os.makedirs(Path(root) / BROADCAST)
 
 
 def create_marker(root: str, step: str, marker: str, delay: float, make_dir: bool) -> float:
@@ -68,19 +72,21 @@ def create_marker(root: str, step: str, marker: str, delay: float, make_dir: boo
 
 
 def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bool,
-                    poll: float, timeout: float) -> tuple[float, float]:
-    """The waiting host: poll every ``poll`` s; (first poll, first sighting) times."""
+                    poll: float, timeout: float) -> tuple[float, float, int]:
+    """The waiting host: poll every ``poll`` s; (first poll, sighting, polls) times."""
     step_dir = Path(root) / BROADCAST / step
     if make_dir:
         os.mkdir(step_dir)
     path = step_dir / marker
     check = path.exists if method == "exists" else (lambda: marker_exists(path))
     start = time.monotonic()
+    polls = 1
     while not check():
         if time.monotonic() - start > timeout:
             raise TimeoutError(f"{path} not seen within {timeout} s")
         time.sleep(poll)
-    return start, time.monotonic()
+        polls += 1
+    return start, time.monotonic(), polls
 
 
 # -- the experiment ------------------------------------------------------------------
@@ -124,10 +130,11 @@ class Handshake(Scenario):
         for index, (method, layout, direction) in enumerate(groups):
             progress(f"handshake: group {index + 1}/{len(groups)} "
                      f"({method}, {layout}, {direction}), {params['trials']} trials")
-            delays, digest = self._run_group(backend, seed, index, method, layout, direction,
-                                             params)
+            delays, rpcs_per_poll, digest = self._run_group(backend, seed, index, method, layout,
+                                                            direction, params)
             digests.append(digest)
             samples[f"{method}/{layout}/{direction}"] = delays
+            samples[f"rpcs_per_poll/{method}/{layout}/{direction}"] = rpcs_per_poll
             rows.append({"variant": method, "layout": layout, "direction": direction,
                          "trials": len(delays),
                          "median_s": round(statistics.median(d for d, _ in delays), 6),
@@ -138,20 +145,22 @@ class Handshake(Scenario):
 
     def _run_group(self, backend: Backend, seed: int, index: int, method: str, layout: str,
                    direction: str, params: dict[str, Any]
-                   ) -> tuple[list[tuple[float, float]], str]:
-        """(delay, creation time after the first poll) per trial, and the digest."""
+                   ) -> tuple[list[tuple[float, float]], float, str]:
+        """(delay, creation after the first poll) per trial, RPCs per poll, digest."""
         waiter, creator, marker = DIRECTIONS[direction]
         waiter_makes_dir = layout == "waiter-made-dir"
         session = backend.session({"trainer": params["mount"], "consumer": params["mount"]},
                                   seed=seed * 1000 + index)
         rng = random.Random(f"handshake:{seed}:{index}")
         delays: list[tuple[float, float]] = []
+        rpcs = polls = 0
         try:
             session.run([ProcessSpec("trainer", prepare_broadcast_dir)], timeout=60)
             for trial in range(params["trials"]):
                 step = f"step_{seed}_{index}_{trial}"
                 delay = rng.uniform(params["min_delay"], params["max_delay"])
-                created, (first_poll, seen) = session.run([
+                before = sum(session.rpc_counts(waiter).values())
+                created, (first_poll, seen, trial_polls) = session.run([
                     ProcessSpec(creator, create_marker,
                                 (step, marker, delay, not waiter_makes_dir), "creator"),
                     ProcessSpec(waiter, wait_for_marker,
@@ -159,9 +168,11 @@ class Handshake(Scenario):
                                  params["timeout"]), "waiter"),
                 ], timeout=params["timeout"] + params["max_delay"] + 60)
                 delays.append((seen - created, created - first_poll))
+                rpcs += sum(session.rpc_counts(waiter).values()) - before
+                polls += trial_polls
         finally:
             digest = session.close()
-        return delays, digest
+        return delays, rpcs / max(polls, 1), digest
 
     def table(self, result: ScenarioResult) -> str:
         lines = [f"handshake (seed {self.seed_file}): marker created on one host after "
@@ -184,6 +195,20 @@ class Handshake(Scenario):
               f"{row['median_s']:.2f} s", f"{row['min_s']:.2f} s", f"{row['max_s']:.2f} s")
              for row in result.rows]))
         return "\n".join(lines)
+
+    def fidelity_key_names(self) -> tuple[str, ...]:
+        return ("variant", "layout", "direction")
+
+    def fidelity_rows(self, result: ScenarioResult) -> list[FidelityRow]:
+        """Per group: stalled or prompt, the delays, and the waiter's RPCs per poll."""
+        poll = result.params["poll"]
+        rows = []
+        for row in result.rows:
+            key = (row["variant"], row["layout"], row["direction"])
+            rows.append(FidelityRow(
+                key, "stall" if row["median_s"] > 2 * poll else "prompt", row["median_s"],
+                row["min_s"], row["max_s"], result.samples.get("rpcs_per_poll/" + "/".join(key))))
+        return rows
 
     def check(self, result: ScenarioResult) -> list[str]:
         """Plain exists() stalls until acdirmin; marker_exists sees it within a poll."""

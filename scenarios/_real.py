@@ -1,0 +1,178 @@
+"""The real-NFS backend: each host is a real mount of one NFSv3 export.
+
+Mount points come from ``NFS_MOUNTS``, a JSON object mapping host names to
+mount points, as ``compose/vm.py`` sets it inside its VM (two
+``nosharecache`` mounts of one export are two independent client caches) and
+as the docker-compose services set it.  Each scenario process is a real OS
+process (forked, so the scenario's module-level functions run as written),
+with the host's mount point as its root; times are real.
+
+Mount options are fixed when the export is mounted, so a session checks
+that the options a scenario asks for are the ones ``/proc/mounts`` shows,
+rather than silently measuring something else.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import traceback
+from collections.abc import Mapping, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from simfs import MountOptions
+
+from ._base import ProcessSpec, ScenarioError
+
+_CHECKED_OPTIONS = ("acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache")
+
+
+def _mount_options(mount_point: str) -> dict[str, str]:
+    """The options /proc/mounts shows for an NFS mount point."""
+    with open("/proc/mounts", encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.split()
+            if len(fields) >= 4 and fields[1] == mount_point and fields[2].startswith("nfs"):
+                return dict(option.partition("=")[::2] for option in fields[3].split(","))
+    raise ScenarioError(f"backend real: {mount_point} is not an NFS mount (see /proc/mounts)")
+
+
+def _check_options(host: str, mount_point: str, wanted: str) -> None:
+    expected = MountOptions.parse(wanted)
+    actual = _mount_options(mount_point)
+    for name in _CHECKED_OPTIONS:
+        want = str(getattr(expected, name))
+        have = actual.get(name)
+        if name == "lookupcache" and have is None:
+            have = "all"  # the kernel lists lookupcache only when it is not the default
+        if have is not None and have != want and not (name == "lookupcache"
+                                                      and have.startswith(want[:3])):
+            raise ScenarioError(
+                f"backend real: host {host!r} wants {name}={want} but {mount_point} is "
+                f"mounted with {name}={have}; remount it (compose/vm.py --host "
+                f"{host}={wanted})")
+
+
+def mountstats(mount_point: str) -> dict[str, int]:
+    """Per-operation RPC counts of one mount, from /proc/self/mountstats."""
+    with open("/proc/self/mountstats", encoding="utf-8") as handle:
+        return parse_mountstats(handle.read(), mount_point)
+
+
+def parse_mountstats(text: str, mount_point: str) -> dict[str, int]:
+    """The "per-op statistics" of the mount at ``mount_point``: operation -> calls."""
+    counts: dict[str, int] = {}
+    in_mount = in_ops = False
+    for line in text.splitlines():
+        if line.startswith("device "):
+            in_mount = f" mounted on {mount_point} " in line
+            in_ops = False
+            continue
+        if not in_mount:
+            continue
+        stripped = line.strip()
+        if stripped.startswith("per-op statistics"):
+            in_ops = True
+            continue
+        if in_ops and ":" in stripped:
+            name, _, numbers = stripped.partition(":")
+            values = numbers.split()
+            if values and name.isupper() and values[0].isdigit():
+                counts[name] = int(values[0])
+    return counts
+
+
+def _child(connection: Connection, spec: ProcessSpec, root: str) -> None:
+    try:
+        result = spec.target(root, *spec.args)
+        connection.send(("ok", result))
+    except BaseException as error:  # report everything to the parent, then exit
+        connection.send(("error", (type(error).__name__, str(error),
+                                   traceback.format_exc())))
+    finally:
+        connection.close()
+
+
+class RealProcessFailed(RuntimeError):
+    """A scenario process on a real mount raised; carries its traceback text."""
+
+
+class RealSession:
+    """Real mounts; ``run`` forks one OS process per spec and collects results."""
+
+    def __init__(self, mounts: Mapping[str, str], hosts: Mapping[str, str]) -> None:
+        self._mounts = {}
+        for host, options in hosts.items():
+            if host not in mounts:
+                raise ScenarioError(
+                    f"backend real: host {host!r} has no mount; NFS_MOUNTS has "
+                    f"{', '.join(sorted(mounts)) or 'none'}")
+            _check_options(host, mounts[host], options)
+            self._mounts[host] = mounts[host]
+        self._context = multiprocessing.get_context("fork")
+
+    def run(self, processes: Sequence[ProcessSpec], *, timeout: float) -> list[Any]:
+        started = []
+        for spec in processes:
+            receiver, sender = self._context.Pipe(duplex=False)
+            process = self._context.Process(target=_child,
+                                            args=(sender, spec, self._mounts[spec.host]),
+                                            name=spec.name or spec.target.__name__)
+            process.start()
+            sender.close()
+            started.append((spec, process, receiver))
+        results = []
+        for spec, process, receiver in started:
+            if not receiver.poll(timeout):
+                for _, other, _ in started:
+                    other.kill()
+                raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} did not "
+                                        f"finish within {timeout} s")
+            status, payload = receiver.recv()
+            process.join()
+            if status == "error":
+                name, message, text = payload
+                raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} raised "
+                                        f"{name}: {message}\n{text}")
+            results.append(payload)
+        return results
+
+    def rpc_counts(self, host: str) -> dict[str, int]:
+        return mountstats(self._mounts[host])
+
+    def close(self) -> str:
+        return ""
+
+
+class RealBackend:
+    """``--backend real``: scenario hosts are the mounts named in NFS_MOUNTS."""
+
+    name = "real"
+
+    def __init__(self, mounts: Mapping[str, str]) -> None:
+        self.mounts = dict(mounts)
+
+    @classmethod
+    def from_environment(cls) -> RealBackend:
+        """The mounts of ``NFS_MOUNTS``.
+
+        Raises:
+            ScenarioError: NFS_MOUNTS is unset or not a JSON object of paths.
+        """
+        text = os.environ.get("NFS_MOUNTS")
+        if not text:
+            raise ScenarioError(
+                "backend real needs NFS_MOUNTS, a JSON object of host name -> NFS mount point "
+                "(compose/vm.py sets it inside its VM; see compose/README.md)")
+        try:
+            mounts = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ScenarioError(f"NFS_MOUNTS is not JSON ({error}): {text!r}") from None
+        if not isinstance(mounts, dict) or not all(isinstance(v, str) for v in mounts.values()):
+            raise ScenarioError(f"NFS_MOUNTS must map host names to paths, not {text!r}")
+        return cls(mounts)
+
+    def session(self, hosts: Mapping[str, str], seed: int) -> RealSession:
+        return RealSession(self.mounts, hosts)

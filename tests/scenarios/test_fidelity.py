@@ -1,0 +1,79 @@
+"""The fidelity report's verdicts and the real backend's inputs, without a real NFS server."""
+
+import json
+
+import pytest
+
+from scenarios import ScenarioError
+from scenarios._base import FidelityRow
+from scenarios._fidelity import compare
+from scenarios._real import RealBackend, parse_mountstats
+
+MOUNTSTATS = """\
+device proc mounted on /proc with fstype proc
+device 127.0.0.1:/srv/nfs mounted on /mnt/nfs/trainer with fstype nfs statvers=1.1
+\topts:\trw,vers=3,acregmin=3
+\tper-op statistics
+\t        NULL: 0 0 0 0 0 0 0 0 0
+\t     GETATTR: 12 12 0 1344 1488 3 28 33 0
+\t      LOOKUP: 5 5 0 700 600 0 9 10 2
+device 127.0.0.1:/srv/nfs mounted on /mnt/nfs/consumer with fstype nfs statvers=1.1
+\tper-op statistics
+\t     GETATTR: 99 99 0 1 1 1 1 1 0
+"""
+
+
+def test_mountstats_counts_belong_to_the_named_mount_only():
+    assert parse_mountstats(MOUNTSTATS, "/mnt/nfs/trainer") == {"NULL": 0, "GETATTR": 12,
+                                                                "LOOKUP": 5}
+    assert parse_mountstats(MOUNTSTATS, "/mnt/nfs/consumer") == {"GETATTR": 99}
+    assert parse_mountstats(MOUNTSTATS, "/mnt/nfs/other") == {}
+
+
+def _row(outcome="stall", median=29.0, low=28.2, high=29.8, rpcs=0.02, key=("exists", "x")):
+    return FidelityRow(key, outcome, median, low, high, rpcs)
+
+
+def test_agreeing_rows_are_not_flagged():
+    table, flags = compare([_row()], [_row(median=29.05, low=28.25, high=29.85)], poll=0.1)
+    assert flags == [] and table[0][-1] == "agree"
+
+
+def test_a_different_outcome_is_flagged():
+    _, flags = compare([_row()], [_row(outcome="prompt")], poll=0.1)
+    assert flags == ["exists/x: outcome stall vs prompt"]
+
+
+def test_a_delay_is_flagged_only_beyond_one_poll_and_ten_percent():
+    # 0.5 s apart on 29 s: more than a poll but under 10 %: agree.
+    assert compare([_row()], [_row(median=29.5)], poll=0.1)[1] == []
+    # 0.15 s apart on 0.05 s: more than a poll and more than 10 %: flagged.
+    _, flags = compare([_row("prompt", 0.05, 0.0, 0.1)], [_row("prompt", 0.2, 0.1, 0.2)],
+                       poll=0.1)
+    assert flags == ["exists/x: median 0.05 vs 0.20 s"]
+
+
+def test_a_row_missing_on_the_real_side_is_flagged():
+    assert compare([_row()], [], poll=0.1)[1] == ["exists/x: no real row"]
+
+
+@pytest.mark.parametrize("value, message", [
+    (None, "backend real needs NFS_MOUNTS"),
+    ("{not json", "NFS_MOUNTS is not JSON"),
+    (json.dumps(["/mnt/a"]), "must map host names to paths"),
+])
+def test_the_real_backend_explains_a_missing_or_malformed_nfs_mounts(monkeypatch, value,
+                                                                     message):
+    if value is None:
+        monkeypatch.delenv("NFS_MOUNTS", raising=False)
+    else:
+        monkeypatch.setenv("NFS_MOUNTS", value)
+    with pytest.raises(ScenarioError, match=message):
+        RealBackend.from_environment()
+
+
+def test_a_real_session_refuses_a_host_without_a_mount():
+    backend = RealBackend({"trainer": "/mnt/nfs/trainer"})
+    with pytest.raises(ScenarioError, match="host 'consumer' has no mount; NFS_MOUNTS has "
+                                            "trainer"):
+        backend.session({"consumer": "vers=3"}, seed=0)
