@@ -63,6 +63,9 @@ class Syscalls:
         self._group = process.group
         self._export = world.export
         self._prefix = world.export + "/"
+        # Absolute path as written -> (normalized, components); only absolute
+        # str paths are stored, so a hit never depends on the working directory.
+        self._resolved: dict[str | bytes, tuple[str, tuple[str, ...]]] = {}
 
     # -- the shape of every call ---------------------------------------------
 
@@ -135,6 +138,10 @@ class Syscalls:
     def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
         """(path as shown, start file id, components under it)."""
         text = os.fspath(path)
+        if dir_fd is None:
+            known = self._resolved.get(text)
+            if known is not None:
+                return known[0], self._client.root, list(known[1])
         if isinstance(text, bytes):
             text = os.fsdecode(text)
         if not text:
@@ -146,12 +153,18 @@ class Syscalls:
             text = base.path + "/" + text
         elif not text.startswith("/"):
             text = self._group.cwd + "/" + text
+        written = text
         text = posixpath.normpath(text)
         if text == self._export:
-            return text, self._client.root, []
-        if text.startswith(self._prefix):
-            return text, self._client.root, text[len(self._prefix):].split("/")
-        raise self.escape(f"path {text!r} is outside the export {self._export!r}")
+            components: list[str] = []
+        elif text.startswith(self._prefix):
+            components = text[len(self._prefix):].split("/")
+        else:
+            raise self.escape(f"path {text!r} is outside the export {self._export!r}")
+        if dir_fd is None and written.startswith("/") and len(self._resolved) < 4096:
+            # Absolute paths resolve the same way every time: pollers repeat them.
+            self._resolved[written] = (text, tuple(components))
+        return text, self._client.root, components
 
     def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
         if not components:

@@ -26,6 +26,7 @@ from ._registry import REPLACEMENTS
 
 _installed = False
 _scanned: set[str] = set()
+_modules_seen = 0
 
 # Modules whose bindings must stay the originals.
 _KEEP_REAL = frozenset({
@@ -49,6 +50,10 @@ def install() -> None:
 
 
 def _rebind_aliases() -> None:
+    global _modules_seen
+    if len(sys.modules) == _modules_seen:
+        return  # nothing imported since the last scan (every World.run() calls this)
+    _modules_seen = len(sys.modules)
     for name, module in list(sys.modules.items()):
         if name in _scanned or not isinstance(module, ModuleType):
             continue
