@@ -96,7 +96,7 @@ start_server() {
     run mkdir -p /run/rpcbind /var/lib/nfs/sm /var/lib/nfs/sm.bak
     run ip link set lo up
     # Plain rpcbind: `-h 127.0.0.1` crashes on this release (DESIGN.md s7).
-    run rpcbind -w
+    run rpcbind
     step rpc.statd
     run rpc.statd --no-notify
     step exportfs

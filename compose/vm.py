@@ -15,6 +15,7 @@ simulated host with `nosharecache`, so each host has its own client caches.
 `run` exits with the command's exit status; 124 when --timeout expired,
 125 when the VM failed to boot or a set-up step failed (named on stderr and
 in OUT/vm-setup.log).  Stdlib only: it must work before the project installs.
+What the VM needs on this machine, and installing it, is in vm_prereqs.py.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ def parse_host(spec: str) -> Host:
 
 
 def parse_env(spec: str) -> tuple[str, str]:
+    """Parse NAME=VALUE for --env (e.g. SCENARIO=handshake for the command)."""
     name, sep, value = spec.partition("=")
     if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise argparse.ArgumentTypeError(f"--env {spec!r}: expected NAME=VALUE")

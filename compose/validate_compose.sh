@@ -1,0 +1,36 @@
+#!/bin/sh
+# Validate compose/docker-compose.yml offline: Debian's docker-compose (v1)
+# parses, interpolates and schema-checks the file with `config` without a
+# Docker engine (DESIGN.md section 7).  Installs docker-compose when missing.
+# Exits non-zero when the file is invalid or cannot be checked.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+file=$here/docker-compose.yml
+
+if ! command -v docker-compose >/dev/null 2>&1; then
+    echo "validate_compose: installing docker-compose (Debian package)" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq docker-compose >/dev/null
+fi
+
+# Interpolation must not depend on the caller's shell: every variable has a
+# default in the file, so an empty environment must give a complete config.
+rendered=$(env -u NFS_SERVER -u NFS_OPTIONS -u SCENARIO -u RESULTS_DIR \
+    docker-compose -f "$file" config)
+
+services=$(docker-compose -f "$file" config --services | sort | tr '\n' ' ')
+if [ "$services" != "host-a host-b nfs-server " ]; then
+    echo "validate_compose: expected services host-a host-b nfs-server, got: $services" >&2
+    exit 1
+fi
+for want in "privileged: true" "vers=3" "--backend real" "/results/"; do
+    case $rendered in
+        *"$want"*) ;;
+        *) echo "validate_compose: rendered config lacks '$want'" >&2; exit 1 ;;
+    esac
+done
+echo "validate_compose: $file is valid (services: $services)"
