@@ -348,12 +348,14 @@ class Scheduler:
             if process.kill is not None:
                 raise process.kill
             process._value = process.target()
-        except ProcessKilled:
-            if process._error is None:
+        except BaseException as error:  # the process's own failure, kept for result()
+            if process.kill is None:
+                process._error = error
+            elif process._error is None:
+                # Stopped by the world: whatever the unwinding raised (ProcessKilled,
+                # trio's Cancelled) is not the program's outcome.
                 process._error = ProcessNotFinished(
                     f"process {process.name!r} was stopped before it finished")
-        except BaseException as error:  # the process's own failure, kept for result()
-            process._error = error
         finally:
             _tls.process = None
         process.state = DONE

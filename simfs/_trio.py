@@ -35,6 +35,7 @@ import trio._core._run as trio_run
 import trio._core._thread_cache as trio_thread_cache
 
 from ._clock import NS_PER_S
+from ._errors import ProcessKilled
 from ._patch._registry import escape, patch
 from ._scheduler import Process, current_process
 
@@ -67,6 +68,8 @@ class SimClock(trio.abc.Clock):
         return now
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
+        if self._process.kill is not None:
+            return self._unwind()
         if self._pending_wakeup:
             self._pending_wakeup = False
             return 0
@@ -78,8 +81,21 @@ class SimClock(trio.abc.Clock):
         self._waiting = True
         try:
             self._scheduler.block("trio: the next deadline or a thread's result", wake_ns)
+        except ProcessKilled:
+            return self._unwind()
         finally:
             self._waiting = False
+        return 0
+
+    def _unwind(self) -> float:
+        """The world is stopping this process: cancel the whole run, let trio unwind.
+
+        Raising inside trio's loop would abandon its tasks mid-flight (and
+        their coroutines complain at garbage collection); cancelling the
+        system nursery, which holds the main task, lets every task run its
+        cleanup and trio shut down as after a normal return.
+        """
+        trio_run.GLOBAL_RUN_CONTEXT.runner.system_nursery.cancel_scope.cancel()
         return 0
 
     def thread_reported(self) -> None:
