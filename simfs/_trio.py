@@ -95,7 +95,9 @@ class SimClock(trio.abc.Clock):
         system nursery, which holds the main task, lets every task run its
         cleanup and trio shut down as after a normal return.
         """
-        trio_run.GLOBAL_RUN_CONTEXT.runner.system_nursery.cancel_scope.cancel()
+        nursery = trio_run.GLOBAL_RUN_CONTEXT.runner.system_nursery
+        if nursery is not None:
+            nursery.cancel_scope.cancel()
         return 0
 
     def thread_reported(self) -> None:
