@@ -77,3 +77,31 @@ def test_a_real_session_refuses_a_host_without_a_mount():
     with pytest.raises(ScenarioError, match="host 'consumer' has no mount; NFS_MOUNTS has "
                                             "trainer"):
         backend.session({"consumer": "vers=3"}, seed=0)
+
+
+def _write_then_read(root, name, data):
+    path = f"{root}/{name}"
+    with open(path, "w") as handle:
+        handle.write(data)
+    with open(path) as handle:
+        return handle.read()
+
+
+def _fail(root):
+    raise ValueError("from the child")
+
+
+def test_a_real_session_runs_each_process_as_its_own_os_process_on_its_root(tmp_path):
+    from scenarios._base import ProcessSpec
+    from scenarios._real import RealProcessFailed, RealSession
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    session = RealSession({"a": str(tmp_path / "a"), "b": str(tmp_path / "b")},
+                          {"a": "vers=3", "b": "vers=3"}, verify_nfs=False)
+    results = session.run([ProcessSpec("a", _write_then_read, ("x", "one")),
+                           ProcessSpec("b", _write_then_read, ("x", "two"))], timeout=30)
+    assert results == ["one", "two"]
+    assert (tmp_path / "a" / "x").read_text() == "one"
+    with pytest.raises(RealProcessFailed, match="ValueError: from the child"):
+        session.run([ProcessSpec("a", _fail)], timeout=30)
