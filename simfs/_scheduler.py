@@ -57,6 +57,10 @@ _STATE_NAMES: Final = ("new", "runnable", "running", "sleeping", "blocked", "det
 _tls = _thread._local()
 
 
+# Teardown resumes unfinished processes in rounds until all have ended.
+_STOP_ROUNDS: Final = 50
+
+
 def current_process() -> Process | None:
     """The simulated process running on this OS thread, or None outside the world."""
     return getattr(_tls, "process", None)
@@ -91,7 +95,8 @@ class Process:
     ``result()`` returns the callable's value or re-raises its exception.
     """
 
-    __slots__ = ("_baton", "_error", "_value", "daemon", "group", "host", "joiners", "kill",
+    __slots__ = ("_baton", "_error", "_value", "abandoned", "daemon", "group", "host",
+                 "joiners", "kill",
                  "last_call", "name", "parent", "pid", "scheduler", "started", "state",
                  "syscalls", "target", "wait_token", "waiting_on", "woken")
 
@@ -115,6 +120,7 @@ class Process:
         self.waiting_on = ""
         self.last_call: tuple[str, str] | None = None
         self.kill: BaseException | None = None
+        self.abandoned = False
         self.joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
@@ -325,8 +331,10 @@ class Scheduler:
             process.started = True
             _thread.start_new_thread(self._bootstrap, (process,))
 
-    def _hand_on(self, process: Process | None) -> None:
+    def _hand_on(self, process: Process | None, caller: Process | None = None) -> None:
         if process is None:
+            if caller is not None and caller.abandoned:
+                return  # teardown stopped waiting for this thread long ago
             self.current = None
             self._main_baton.release()
         else:
@@ -337,7 +345,7 @@ class Scheduler:
         if following is process:
             process.state = RUNNING
             return
-        self._hand_on(following)
+        self._hand_on(following, process)
         process._baton.acquire()
         if process.kill is not None:
             raise process.kill
@@ -366,7 +374,7 @@ class Scheduler:
         for joiner in process.joiners:
             self.wake(joiner)
         process.joiners.clear()
-        self._hand_on(self._pick(on_main=False))
+        self._hand_on(self._pick(on_main=False), process)
 
     # -- called by the thread that runs the world -----------------------------------
 
@@ -410,26 +418,55 @@ class Scheduler:
             raise self.broken
 
     def stop_all(self, processes: list[Process]) -> None:
-        """Unwind every unfinished process so that its OS thread ends."""
+        """Unwind every unfinished process so that its OS thread ends.
+
+        Every process is marked first, then each is resumed in turn until all
+        have ended: one may only finish after another has unwound (a trio run
+        waits for its worker thread), so this takes rounds, not one pass.
+        """
         self.closing = True
+        pending = []
         for process in processes:
             if process.state == DONE:
                 continue
             if not process.started:
                 process.state = DONE
                 if process._error is None:
-                    process._error = ProcessNotFinished(
-                        f"process {process.name!r} never ran")
+                    process._error = ProcessNotFinished(f"process {process.name!r} never ran")
                 continue
             process.kill = ProcessKilled()
-            self._resume(process)
-            if not self._main_baton.acquire(timeout=self.step_timeout):
-                # It ignores the kill (a bare except around a loop) or is blocked
-                # on something real; leave the daemon OS thread behind.
+            pending.append(process)
+        for _ in range(_STOP_ROUNDS):
+            pending = [process for process in pending if process.state != DONE]
+            if not pending:
+                break
+            for process in pending:
+                if process.state == DONE:
+                    continue
+                self._resume(process)
+                if not self._main_baton.acquire(timeout=self.step_timeout):
+                    # It ignores the kill (a bare except around a loop) or is
+                    # blocked on something real: leave its daemon thread behind.
+                    process.abandoned = True
+                    process.state = DONE
+        for process in pending:
+            if process.state != DONE:
+                process.abandoned = True
                 process.state = DONE
         self.runnable.clear()
         self.timers.clear()
         self.closing = False
+
+    def park(self) -> None:
+        """Give the baton back while the world is stopping, without unwinding.
+
+        For code that must outlive a kill a little (trio finishing its
+        cancelled tasks): it waits here until teardown resumes it again.
+        """
+        process: Process = _tls.process
+        process.state = BLOCKED
+        self._hand_on(None, process)
+        process._baton.acquire()
 
 
 def seconds(ns: int) -> float:

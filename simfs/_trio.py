@@ -53,6 +53,7 @@ class SimClock(trio.abc.Clock):
         self.random = random.Random(f"simfs-trio:{process.group.rng_seed}:{process.pid}")
         self._waiting = False
         self._pending_wakeup = False
+        self._cancelled = False
         self._queue_id: int | None = None
 
     def start_clock(self) -> None:
@@ -95,9 +96,15 @@ class SimClock(trio.abc.Clock):
         system nursery, which holds the main task, lets every task run its
         cleanup and trio shut down as after a normal return.
         """
-        nursery = trio_run.GLOBAL_RUN_CONTEXT.runner.system_nursery
-        if nursery is not None:
-            nursery.cancel_scope.cancel()
+        if not self._cancelled:
+            self._cancelled = True
+            nursery = trio_run.GLOBAL_RUN_CONTEXT.runner.system_nursery
+            if nursery is not None:
+                nursery.cancel_scope.cancel()
+            return 0
+        # Still waiting, e.g. for a worker thread that has yet to unwind:
+        # let the teardown run the others and come back.
+        self._scheduler.park()
         return 0
 
     def thread_reported(self) -> None:
