@@ -189,6 +189,10 @@ class Scenario:
     def fidelity_rows(self, result: ScenarioResult) -> list[FidelityRow]:
         raise ScenarioError(f"scenario {self.name!r} has no sim-versus-real comparison")
 
+    def fidelity_details(self, sim: ScenarioResult, real: ScenarioResult) -> str:
+        """Anything beyond the rows worth printing side by side (default: nothing)."""
+        return ""
+
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Columns padded to their widest cell."""

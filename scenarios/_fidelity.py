@@ -73,4 +73,5 @@ def run_fidelity(scenario: Scenario, sim: Backend, real: Backend, seed: int,
     title = (f"fidelity of {scenario.name}: sim/real with {params}, seed {seed}; flagged when "
              f"outcomes differ or a delay differs by > {poll:g} s and > "
              f"{RELATIVE_TOLERANCE:.0%}")
-    return title + "\n\n" + format_table(headers, rows), flags
+    details = scenario.fidelity_details(sim_result, real_result)
+    return title + "\n\n" + format_table(headers, rows) + "\n\n" + details, flags

@@ -159,8 +159,9 @@ class RealBackend:
 
     name = "real"
 
-    def __init__(self, mounts: Mapping[str, str]) -> None:
+    def __init__(self, mounts: Mapping[str, str], *, verify_nfs: bool = True) -> None:
         self.mounts = dict(mounts)
+        self._verify_nfs = verify_nfs
 
     @classmethod
     def from_environment(cls) -> RealBackend:
@@ -183,4 +184,4 @@ class RealBackend:
         return cls(mounts)
 
     def session(self, hosts: Mapping[str, str], seed: int) -> RealSession:
-        return RealSession(self.mounts, hosts)
+        return RealSession(self.mounts, hosts, verify_nfs=self._verify_nfs)

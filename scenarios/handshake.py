@@ -23,6 +23,7 @@ import random
 import shutil
 import statistics
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -130,11 +131,12 @@ class Handshake(Scenario):
         for index, (method, layout, direction) in enumerate(groups):
             progress(f"handshake: group {index + 1}/{len(groups)} "
                      f"({method}, {layout}, {direction}), {params['trials']} trials")
-            delays, rpcs_per_poll, digest = self._run_group(backend, seed, index, method, layout,
-                                                            direction, params)
+            delays, ops_per_poll, digest = self._run_group(backend, seed, index, method, layout,
+                                                           direction, params)
             digests.append(digest)
             samples[f"{method}/{layout}/{direction}"] = delays
-            samples[f"rpcs_per_poll/{method}/{layout}/{direction}"] = rpcs_per_poll
+            samples[f"rpcs_per_poll/{method}/{layout}/{direction}"] = sum(ops_per_poll.values())
+            samples[f"rpc_ops/{method}/{layout}/{direction}"] = ops_per_poll
             rows.append({"variant": method, "layout": layout, "direction": direction,
                          "trials": len(delays),
                          "median_s": round(statistics.median(d for d, _ in delays), 6),
@@ -145,21 +147,23 @@ class Handshake(Scenario):
 
     def _run_group(self, backend: Backend, seed: int, index: int, method: str, layout: str,
                    direction: str, params: dict[str, Any]
-                   ) -> tuple[list[tuple[float, float]], float, str]:
-        """(delay, creation after the first poll) per trial, RPCs per poll, digest."""
+                   ) -> tuple[list[tuple[float, float]], dict[str, float], str]:
+        """(delay, creation after the first poll) per trial, the waiter's RPCs per
+        poll by operation, and the session's digest."""
         waiter, creator, marker = DIRECTIONS[direction]
         waiter_makes_dir = layout == "waiter-made-dir"
         session = backend.session({"trainer": params["mount"], "consumer": params["mount"]},
                                   seed=seed * 1000 + index)
         rng = random.Random(f"handshake:{seed}:{index}")
         delays: list[tuple[float, float]] = []
-        rpcs = polls = 0
+        rpcs: Counter[str] = Counter()
+        polls = 0
         try:
             session.run([ProcessSpec("trainer", prepare_broadcast_dir)], timeout=60)
             for trial in range(params["trials"]):
                 step = f"step_{seed}_{index}_{trial}"
                 delay = rng.uniform(params["min_delay"], params["max_delay"])
-                before = sum(session.rpc_counts(waiter).values())
+                before = Counter(session.rpc_counts(waiter))
                 created, (first_poll, seen, trial_polls) = session.run([
                     ProcessSpec(creator, create_marker,
                                 (step, marker, delay, not waiter_makes_dir), "creator"),
@@ -168,11 +172,11 @@ class Handshake(Scenario):
                                  params["timeout"]), "waiter"),
                 ], timeout=params["timeout"] + params["max_delay"] + 60)
                 delays.append((seen - created, created - first_poll))
-                rpcs += sum(session.rpc_counts(waiter).values()) - before
+                rpcs += Counter(session.rpc_counts(waiter)) - before
                 polls += trial_polls
         finally:
             digest = session.close()
-        return delays, rpcs / max(polls, 1), digest
+        return delays, {op: count / max(polls, 1) for op, count in sorted(rpcs.items())}, digest
 
     def table(self, result: ScenarioResult) -> str:
         lines = [f"handshake (seed {self.seed_file}): marker created on one host after "
@@ -195,6 +199,19 @@ class Handshake(Scenario):
               f"{row['median_s']:.2f} s", f"{row['min_s']:.2f} s", f"{row['max_s']:.2f} s")
              for row in result.rows]))
         return "\n".join(lines)
+
+    def fidelity_details(self, sim: ScenarioResult, real: ScenarioResult) -> str:
+        """The waiter's RPCs per poll by operation, model against mountstats."""
+        lines = []
+        for row in sim.rows:
+            key = "/".join((row["variant"], row["layout"], row["direction"]))
+            model = sim.samples.get(f"rpc_ops/{key}", {})
+            kernel = real.samples.get(f"rpc_ops/{key}", {})
+            ops = sorted(set(model) | set(kernel))
+            shown = ", ".join(f"{op} {model.get(op, 0):.2f}/{kernel.get(op, 0):.2f}"
+                              for op in ops)
+            lines.append(f"  {key}: {shown}")
+        return "RPCs per poll by operation (sim/real):\n" + "\n".join(lines)
 
     def fidelity_key_names(self) -> tuple[str, ...]:
         return ("variant", "layout", "direction")

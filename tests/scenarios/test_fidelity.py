@@ -105,3 +105,22 @@ def test_a_real_session_runs_each_process_as_its_own_os_process_on_its_root(tmp_
     assert (tmp_path / "a" / "x").read_text() == "one"
     with pytest.raises(RealProcessFailed, match="ValueError: from the child"):
         session.run([ProcessSpec("a", _fail)], timeout=30)
+
+
+def test_fidelity_flags_a_filesystem_without_nfs_caching(tmp_path):
+    # A local disk has no negative-lookup cache: the bare exists() sees the
+    # marker at once, so every exists row must be flagged against the model.
+    from scenarios._fidelity import run_fidelity
+    from scenarios._sim import SimBackend
+    from scenarios.handshake import Handshake
+
+    mounts = {}
+    for host in ("trainer", "consumer"):
+        mounts[host] = str(tmp_path)
+    local = RealBackend(mounts, verify_nfs=False)
+    params = Handshake.resolve_params({"min_delay": "0.2", "max_delay": "0.3"}, trials=1)
+    table, flags = run_fidelity(Handshake(), SimBackend(), local, 0, params, lambda m: None)
+    stalled = [flag for flag in flags if flag.startswith("exists/")]
+    assert len(stalled) == 4 and all("outcome stall vs prompt" in f for f in stalled)
+    assert not any(flag.startswith("marker_exists/") for flag in flags)
+    assert "RPCs per poll by operation" in table
