@@ -118,6 +118,10 @@ class NfsClient:
         if attrs.change != cached.attrs.change and not own_change:
             cached.timeo_ns = low
             cached.stamp_ns = now
+            # A foreign change invalidates the access cache too: the next
+            # traversal or open sends ACCESS again (measured in the VM, Linux
+            # 6.1: twice the ACCESS calls of a cache keyed on the mode alone).
+            self.access.pop(fileid, None)
             if attrs.is_dir:
                 cached.verifier += 1
                 cached.listing = None
@@ -158,7 +162,8 @@ class NfsClient:
         return None if cached is None else cached.read_ns + cached.timeo_ns
 
     def _check_access(self, attrs: Attrs) -> None:
-        """ACCESS once per inode, again only after a mode change (``nfs_do_access``)."""
+        """ACCESS once per inode, again after a mode change or a foreign change
+        (``nfs_do_access``; the access cache is dropped with the attributes)."""
         if self.access.get(attrs.fileid) != attrs.mode:
             self._rpc("ACCESS")
             self.access[attrs.fileid] = attrs.mode
