@@ -3,8 +3,11 @@
 The scenario runs with the same parameters and seed on the simulation and
 on real NFS mounts; each row compares the outcome, the delays and the RPCs
 per poll (the model's counters against ``/proc/self/mountstats``).  A row is
-flagged when the outcomes differ, or when a delay differs by more than one
-poll interval *and* more than 10 %: the tolerance of a poller's resolution.
+flagged when the outcomes differ, or when its delay (the median of its
+trials) differs by more than one poll interval *and* more than 10 %: the
+tolerance of a poller's resolution.  Min and max are shown, not judged:
+with the few trials a CI run affords they are single samples, and on a real
+client each carries process start-up and scheduling jitter.
 """
 
 from __future__ import annotations
@@ -36,10 +39,8 @@ def compare(sim: Sequence[FidelityRow], real: Sequence[FidelityRow],
         reasons = []
         if row.outcome != other.outcome:
             reasons.append(f"outcome {row.outcome} vs {other.outcome}")
-        for name in ("median_s", "min_s", "max_s"):
-            if _differs(getattr(row, name), getattr(other, name), poll):
-                reasons.append(f"{name[:-2]} {getattr(row, name):.2f} vs "
-                               f"{getattr(other, name):.2f} s")
+        if _differs(row.median_s, other.median_s, poll):
+            reasons.append(f"median {row.median_s:.2f} vs {other.median_s:.2f} s")
         if reasons:
             flags.append(f"{'/'.join(row.key)}: {'; '.join(reasons)}")
         table.append([*row.key, f"{row.outcome}/{other.outcome}",
@@ -71,7 +72,7 @@ def run_fidelity(scenario: Scenario, sim: Backend, real: Backend, seed: int,
     key_names = scenario.fidelity_key_names()
     headers = [*key_names, "outcome sim/real", "median", "min", "max", "RPCs/poll", "verdict"]
     title = (f"fidelity of {scenario.name}: sim/real with {params}, seed {seed}; flagged when "
-             f"outcomes differ or a delay differs by > {poll:g} s and > "
+             f"outcomes differ or the median delay differs by > {poll:g} s and > "
              f"{RELATIVE_TOLERANCE:.0%}")
     details = scenario.fidelity_details(sim_result, real_result)
     return title + "\n\n" + format_table(headers, rows) + "\n\n" + details, flags

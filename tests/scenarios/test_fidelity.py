@@ -44,13 +44,15 @@ def test_a_different_outcome_is_flagged():
     assert flags == ["exists/x: outcome stall vs prompt"]
 
 
-def test_a_delay_is_flagged_only_beyond_one_poll_and_ten_percent():
+def test_a_median_delay_is_flagged_only_beyond_one_poll_and_ten_percent():
     # 0.5 s apart on 29 s: more than a poll but under 10 %: agree.
     assert compare([_row()], [_row(median=29.5)], poll=0.1)[1] == []
     # 0.15 s apart on 0.05 s: more than a poll and more than 10 %: flagged.
     _, flags = compare([_row("prompt", 0.05, 0.0, 0.1)], [_row("prompt", 0.2, 0.1, 0.2)],
                        poll=0.1)
     assert flags == ["exists/x: median 0.05 vs 0.20 s"]
+    # Extremes are single samples: shown, not judged.
+    assert compare([_row(low=1.0)], [_row(low=0.5)], poll=0.1)[1] == []
 
 
 def test_a_row_missing_on_the_real_side_is_flagged():
