@@ -19,7 +19,7 @@ fi
 
 # Interpolation must not depend on the caller's shell: every variable has a
 # default in the file, so an empty environment must give a complete config.
-rendered=$(env -u NFS_SERVER -u NFS_OPTIONS -u SCENARIO -u RESULTS_DIR \
+rendered=$(env -u NFS_SERVER -u NFS_OPTIONS -u SCENARIO -u RESULTS_DIR -u PEER -u HOST_A -u HOST_B \
     docker-compose -f "$file" config)
 
 services=$(docker-compose -f "$file" config --services | sort | tr '\n' ' ')
@@ -27,7 +27,8 @@ if [ "$services" != "host-a host-b nfs-server " ]; then
     echo "validate_compose: expected services host-a host-b nfs-server, got: $services" >&2
     exit 1
 fi
-for want in "privileged: true" "vers=3" "--backend real" "/results/"; do
+for want in "privileged: true" "vers=3" "--backend real" "/results/" "scenarios agent" \
+    "NFS_AGENTS"; do
     case $rendered in
         *"$want"*) ;;
         *) echo "validate_compose: rendered config lacks '$want'" >&2; exit 1 ;;

@@ -28,6 +28,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="override a scenario parameter (repeatable)")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    agent = commands.add_parser(
+        "agent", help="serve one host's processes to a coordinator on another machine")
+    agent.add_argument("--host", required=True, help="the host this machine is")
+    agent.add_argument("--listen", default="0.0.0.0:7700", help="address:port (default "
+                       "0.0.0.0:7700)")
     fidelity = commands.add_parser(
         "fidelity", help="run a scenario on the simulation and on real NFS, side by side")
     fidelity.add_argument("name", help="a scenario name")
@@ -70,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "fidelity":
             return _fidelity(args)
+        if args.command == "agent":
+            return _agent(args)
         return _run(args)
     except ScenarioError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -80,6 +87,18 @@ def _progress(quiet: bool) -> Callable[[str], None]:
     if quiet:
         return lambda message: None
     return lambda message: print(message, file=sys.stderr, flush=True)
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from ._agent import serve
+    from ._real import RealBackend
+
+    mounts = RealBackend.from_environment().mounts
+    if args.host not in mounts:
+        raise ScenarioError(f"agent: host {args.host!r} has no mount in NFS_MOUNTS "
+                            f"({', '.join(sorted(mounts))})")
+    serve(args.host, mounts[args.host], args.listen)
+    return 0
 
 
 def _fidelity(args: argparse.Namespace) -> int:

@@ -2,10 +2,11 @@
 
 Mount points come from ``NFS_MOUNTS``, a JSON object mapping host names to
 mount points, as ``compose/vm.py`` sets it inside its VM (two
-``nosharecache`` mounts of one export are two independent client caches) and
-as the docker-compose services set it.  Each scenario process is a real OS
-process (forked, so the scenario's module-level functions run as written),
-with the host's mount point as its root; times are real.
+``nosharecache`` mounts of one export are two independent client caches).
+Each scenario process is a real OS process (forked, so the scenario's
+module-level functions run as written), with the host's mount point as its
+root; times are real.  Hosts on other machines are reached through agents
+(``NFS_AGENTS``, see ``scenarios._agent``).
 
 Mount options are fixed when the export is mounted, so a session checks
 that the options a scenario asks for are the ones ``/proc/mounts`` shows,
@@ -104,10 +105,14 @@ class RealSession:
     """Real mounts; ``run`` forks one OS process per spec and collects results."""
 
     def __init__(self, mounts: Mapping[str, str], hosts: Mapping[str, str], *,
-                 verify_nfs: bool = True) -> None:
+                 verify_nfs: bool = True, agents: Mapping[str, str] | None = None) -> None:
         """``verify_nfs=False`` accepts plain directories (tests of the machinery)."""
         self._mounts = {}
+        self._agents = dict(agents or {})
+        self._options = dict(hosts)
         for host, options in hosts.items():
+            if host in self._agents:
+                continue  # its agent checks its mount
             if host not in mounts:
                 raise ScenarioError(
                     f"backend real: host {host!r} has no mount; NFS_MOUNTS has "
@@ -118,9 +123,16 @@ class RealSession:
         self._context = multiprocessing.get_context("fork")
 
     def run(self, processes: Sequence[ProcessSpec], *, timeout: float) -> list[Any]:
+        from ._agent import RemoteProcess
+
+        remote = {index: RemoteProcess(self._agents[spec.host], spec, self._options[spec.host],
+                                       timeout)
+                  for index, spec in enumerate(processes) if spec.host in self._agents}
         started = []
         go = self._context.Event()
         for spec in processes:
+            if spec.host in self._agents:
+                continue
             receiver, sender = self._context.Pipe(duplex=False)
             process = self._context.Process(target=_child,
                                             args=(sender, spec, self._mounts[spec.host], go),
@@ -131,7 +143,9 @@ class RealSession:
         # Forking takes long under emulation; release every process at once so
         # that the trial's timeline starts together on all hosts.
         go.set()
-        results = []
+        for process_on_agent in remote.values():
+            process_on_agent.go()
+        local: list[Any] = []
         for spec, process, receiver in started:
             if not receiver.poll(timeout):
                 for _, other, _ in started:
@@ -144,14 +158,34 @@ class RealSession:
                 name, message, text = payload
                 raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} raised "
                                         f"{name}: {message}\n{text}")
-            results.append(payload)
-        return results
+            local.append(payload)
+        in_order = iter(local)
+        return [remote[index].result() if index in remote else next(in_order)
+                for index in range(len(processes))]
 
     def rpc_counts(self, host: str) -> dict[str, int]:
+        if host in self._agents:
+            from ._agent import remote_mountstats
+
+            return remote_mountstats(self._agents[host])
         return mountstats(self._mounts[host])
 
     def close(self) -> str:
         return ""
+
+
+def _agents_from(text: str) -> dict[str, str]:
+    """``NFS_AGENTS``: host name -> "address:port" of the agent serving it."""
+    if not text:
+        return {}
+    try:
+        agents = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ScenarioError(f"NFS_AGENTS is not JSON ({error}): {text!r}") from None
+    if not isinstance(agents, dict) or not all(
+            isinstance(v, str) and ":" in v for v in agents.values()):
+        raise ScenarioError(f"NFS_AGENTS must map host names to 'address:port', not {text!r}")
+    return agents
 
 
 class RealBackend:
@@ -159,8 +193,10 @@ class RealBackend:
 
     name = "real"
 
-    def __init__(self, mounts: Mapping[str, str], *, verify_nfs: bool = True) -> None:
+    def __init__(self, mounts: Mapping[str, str], *, verify_nfs: bool = True,
+                 agents: Mapping[str, str] | None = None) -> None:
         self.mounts = dict(mounts)
+        self.agents = dict(agents or {})
         self._verify_nfs = verify_nfs
 
     @classmethod
@@ -181,7 +217,7 @@ class RealBackend:
             raise ScenarioError(f"NFS_MOUNTS is not JSON ({error}): {text!r}") from None
         if not isinstance(mounts, dict) or not all(isinstance(v, str) for v in mounts.values()):
             raise ScenarioError(f"NFS_MOUNTS must map host names to paths, not {text!r}")
-        return cls(mounts)
+        return cls(mounts, agents=_agents_from(os.environ.get("NFS_AGENTS", "")))
 
     def session(self, hosts: Mapping[str, str], seed: int) -> RealSession:
-        return RealSession(self.mounts, hosts, verify_nfs=self._verify_nfs)
+        return RealSession(self.mounts, hosts, verify_nfs=self._verify_nfs, agents=self.agents)

@@ -61,6 +61,12 @@ def prepare_broadcast_dir(root: str) -> None:
     os.makedirs(Path(root) / BROADCAST)
 
 
+# Times that are compared across hosts are wall-clock (time.time): one clock
+# in a simfs world or a VM, NTP-synchronised across real machines.  The seed
+# timed each leg on the creating host's clock with a TCP report back, which a
+# simulated process cannot open; the shared clock serves the same purpose.
+
+
 def create_marker(root: str, step: str, marker: str, delay: float, make_dir: bool) -> float:
     """The creating host: wait ``delay``, then create the marker (and its dir)."""
     time.sleep(delay)
@@ -69,7 +75,7 @@ def create_marker(root: str, step: str, marker: str, delay: float, make_dir: boo
         os.mkdir(step_dir)
     fd = os.open(step_dir / marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     os.close(fd)
-    return time.monotonic()
+    return time.time()
 
 
 def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bool,
@@ -80,14 +86,14 @@ def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bo
         os.mkdir(step_dir)
     path = step_dir / marker
     check = path.exists if method == "exists" else (lambda: marker_exists(path))
-    start = time.monotonic()
+    start = time.time()
     polls = 1
     while not check():
-        if time.monotonic() - start > timeout:
+        if time.time() - start > timeout:
             raise TimeoutError(f"{path} not seen within {timeout} s")
         time.sleep(poll)
         polls += 1
-    return start, time.monotonic(), polls
+    return start, time.time(), polls
 
 
 # -- the experiment ------------------------------------------------------------------

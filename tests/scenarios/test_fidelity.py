@@ -126,3 +126,37 @@ def test_fidelity_flags_a_filesystem_without_nfs_caching(tmp_path):
     assert len(stalled) == 4 and all("outcome stall vs prompt" in f for f in stalled)
     assert not any(flag.startswith("marker_exists/") for flag in flags)
     assert "RPCs per poll by operation" in table
+
+
+def test_an_agent_runs_its_hosts_processes_for_a_coordinator(tmp_path):
+    import threading
+
+    from scenarios._agent import AgentServer
+    from scenarios._base import ProcessSpec
+    from scenarios._real import RealProcessFailed, RealSession
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    server = AgentServer(("127.0.0.1", 0), "b", str(tmp_path / "b"), verify_nfs=False)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        address = f"127.0.0.1:{server.server_address[1]}"
+        session = RealSession({"a": str(tmp_path / "a")}, {"a": "vers=3", "b": "vers=3"},
+                              verify_nfs=False, agents={"b": address})
+        results = session.run([ProcessSpec("a", _write_then_read, ("x", "local")),
+                               ProcessSpec("b", _write_then_read, ("x", "remote"))], timeout=30)
+        assert results == ["local", "remote"]
+        assert (tmp_path / "b" / "x").read_text() == "remote"
+        with pytest.raises(RealProcessFailed, match="ValueError: from the child"):
+            session.run([ProcessSpec("b", _fail)], timeout=30)
+        assert session.rpc_counts("b") == {}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_an_agent_refuses_functions_outside_the_project():
+    from scenarios._agent import resolve_target
+
+    with pytest.raises(ScenarioError, match="'os:system' is not a function of scenarios"):
+        resolve_target("os:system")
