@@ -18,13 +18,14 @@ from ._client import NfsClient
 from ._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError, SimulationEscape
 from ._faults import FaultPlan, FaultState
+from ._fileio import release_file
 from ._files import OpenFile
 from ._locks import LockTable
 from ._mount import MountOptions
 from ._scheduler import Process, ProcessGroup, Scheduler
 from ._server import Server
 from ._serverview import ServerView
-from ._syscalls import Syscalls, release_file
+from ._syscalls import Syscalls
 from ._trace import Trace
 
 Chooser = Callable[[int], int]

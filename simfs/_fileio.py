@@ -1,0 +1,334 @@
+"""The descriptor half of the syscall layer: open, close, read, write, locks.
+
+``Syscalls`` (``_syscalls.py``) inherits these; they share its call shape
+(``_run``: fault plan, effect through the host's NFS client, one trace event,
+a yield) and its state, declared below for the type checker.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from . import _client as nfs
+from ._clock import NS_PER_S
+from ._errors import simulated_oserror
+from ._files import OpenFile, allocate_fd, lookup_fd
+from ._locks import INFINITY
+
+if TYPE_CHECKING:
+    from ._client import NfsClient
+    from ._clock import VirtualClock
+    from ._scheduler import Process, ProcessGroup, Scheduler
+    from ._world import Host, World
+
+T = TypeVar("T")
+
+_UMASK = 0o022
+_TMPFILE = getattr(os, "O_TMPFILE", 0)
+PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+
+
+class FileCalls:
+    """open/close/read/write/fsync/lseek/ftruncate/sendfile/dup and flock/lockf."""
+
+    _world: World
+    _host: Host
+    _process: Process
+    _client: NfsClient
+    _scheduler: Scheduler
+    _clock: VirtualClock
+    _fds: dict[int, OpenFile]
+    _group: ProcessGroup
+
+    def _run(self, op: str, shown: str, effect: Callable[[], T]) -> T:
+        raise NotImplementedError
+
+    def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
+        raise NotImplementedError
+
+    def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
+        raise NotImplementedError
+
+    def _set(self, fileid: int, **changes: int) -> None:
+        raise NotImplementedError
+
+    def _file(self, fd: int) -> OpenFile:
+        return lookup_fd(self._fds, fd)
+
+    # -- open and close ---------------------------------------------------------
+
+    def open(self, path: PathArg, flags: int, mode: int = 0o777, *,
+             dir_fd: int | None = None) -> int:
+        shown, start, components = self._path(path, dir_fd)
+        return self._run("open", shown, lambda: self._open(shown, start, components, flags,
+                                                          mode))
+
+    def _open(self, shown: str, start: int, components: list[str], flags: int,
+              mode: int) -> int:
+        access_mode = flags & os.O_ACCMODE
+        if access_mode == os.O_ACCMODE:
+            raise simulated_oserror(errno.EINVAL)
+        readable = access_mode in (os.O_RDONLY, os.O_RDWR)
+        writable = access_mode in (os.O_WRONLY, os.O_RDWR)
+        if _TMPFILE and flags & _TMPFILE == _TMPFILE:
+            raise simulated_oserror(errno.EOPNOTSUPP)  # NFSv3 has no O_TMPFILE
+        if (writable or flags & (os.O_CREAT | os.O_TRUNC)) and self._client.options.readonly:
+            raise simulated_oserror(errno.EROFS)
+        client = self._client
+        created = False
+        if not components:
+            attrs = client.getattr(start, force=client.options.cto)
+        else:
+            parent, name = self._parent(start, components, errno.EISDIR)
+            if flags & os.O_CREAT:
+                attrs, created = client.create(parent, name, exclusive=bool(flags & os.O_EXCL),
+                                               mode=mode & ~_UMASK)
+            else:
+                attrs = client.lookup(parent, name, nfs.OPEN)
+        if attrs.is_dir:
+            if writable or flags & (os.O_CREAT | os.O_TRUNC):
+                raise simulated_oserror(errno.EISDIR)
+        elif flags & os.O_DIRECTORY:
+            raise simulated_oserror(errno.ENOTDIR)
+        if flags & os.O_TRUNC and writable and not created:
+            client.setattr(attrs.fileid, size=0)
+        client.open_file(attrs, created=created)
+        open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
+                             append=bool(flags & os.O_APPEND),
+                             sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
+                             is_dir=attrs.is_dir, ofd_id=self._world.next_ofd_id())
+        return allocate_fd(self._fds, open_file)
+
+    def close(self, fd: int) -> None:
+        open_file = self._file(fd)
+        del self._fds[fd]
+        open_file.refs -= 1
+        self._run("close", open_file.path, lambda: self._close(open_file))
+
+    def _close(self, open_file: OpenFile) -> None:
+        locks = self._world.locks
+        # Closing any descriptor drops the process's POSIX locks on the file.
+        locks.release_owner(self._posix_owner(), open_file.fileid)
+        if open_file.refs > 0:
+            return
+        locks.release_owner(("flock", open_file.ofd_id))
+        faults = self._world.faults
+        delay = 0.0 if faults is None else faults.close_delay(self._host.name, open_file.path)
+        if delay:
+            self._scheduler.call_at(self._clock.now_ns + round(delay * NS_PER_S),
+                                    lambda: self._world.delayed_close(self._host, self._process,
+                                                                      open_file))
+            return
+        release_file(self._host, open_file)
+
+    def dup(self, fd: int) -> int:
+        open_file = self._file(fd)
+        open_file.refs += 1
+        return allocate_fd(self._fds, open_file)
+
+    def close_quietly(self, fd: int) -> None:
+        """Close without a trace entry or a yield (a file object collected late)."""
+        open_file = self._fds.pop(fd, None)
+        if open_file is None:
+            return
+        open_file.refs -= 1
+        self._world.locks.release_owner(self._posix_owner(), open_file.fileid)
+        if open_file.refs == 0:
+            self._world.locks.release_owner(("flock", open_file.ofd_id))
+            try:
+                release_file(self._host, open_file)
+            except OSError:
+                pass
+
+    def close_all(self) -> int:
+        """Process exit: the kernel closes every descriptor (no trace, no yield)."""
+        count = 0
+        for fd in sorted(self._fds):
+            open_file = self._fds.pop(fd)
+            open_file.refs -= 1
+            if open_file.refs == 0:
+                self._world.locks.release_owner(("flock", open_file.ofd_id))
+                try:
+                    release_file(self._host, open_file)
+                except OSError:
+                    pass
+            count += 1
+        self._world.locks.release_owner(self._posix_owner())
+        return count
+
+    # -- data -------------------------------------------------------------------
+
+    def read(self, fd: int, length: int) -> bytes:
+        open_file = self._file(fd)
+        return self._run("read", open_file.path, lambda: self._read(open_file, length, None))
+
+    def pread(self, fd: int, length: int, offset: int) -> bytes:
+        open_file = self._file(fd)
+        return self._run("read", open_file.path, lambda: self._read(open_file, length, offset))
+
+    def readinto(self, fd: int, buffer: memoryview) -> int:
+        open_file = self._file(fd)
+
+        def effect() -> int:
+            data = self._read(open_file, len(buffer), None)
+            buffer[:len(data)] = data
+            return len(data)
+
+        return self._run("read", open_file.path, effect)
+
+    def _read(self, open_file: OpenFile, length: int, offset: int | None) -> bytes:
+        if not open_file.readable:
+            raise simulated_oserror(errno.EBADF)
+        if open_file.is_dir:
+            raise simulated_oserror(errno.EISDIR)
+        if length < 0:
+            raise simulated_oserror(errno.EINVAL)
+        pages = self._client.read_pages(open_file.fileid)
+        start = open_file.pos if offset is None else offset
+        data = bytes(pages.data[start:start + length])
+        if offset is None:
+            open_file.pos = start + len(data)
+        return data
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        open_file = self._file(fd)
+        return self._run("write", open_file.path, lambda: self._write(open_file, data, None))
+
+    def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        open_file = self._file(fd)
+        return self._run("write", open_file.path, lambda: self._write(open_file, data, offset))
+
+    def _write(self, open_file: OpenFile, data: bytes | bytearray | memoryview,
+               offset: int | None) -> int:
+        if not open_file.writable:
+            raise simulated_oserror(errno.EBADF)
+        payload = memoryview(data).cast("B")
+        pages = self._client.write_pages(open_file.fileid)
+        if offset is not None:
+            start = offset
+        else:
+            start = len(pages.data) if open_file.append else open_file.pos
+        if start > len(pages.data):
+            pages.data.extend(b"\0" * (start - len(pages.data)))
+        pages.data[start:start + len(payload)] = payload
+        if offset is None:
+            open_file.pos = start + len(payload)
+        if open_file.sync:
+            self._client.flush(open_file.fileid)
+        return len(payload)
+
+    def lseek(self, fd: int, position: int, how: int) -> int:
+        """Moves the offset; sends no RPC unless SEEK_END needs the size."""
+        open_file = self._file(fd)
+        if how == os.SEEK_SET:
+            base = 0
+        elif how == os.SEEK_CUR:
+            base = open_file.pos
+        elif how == os.SEEK_END:
+            pages = self._client.pages.get(open_file.fileid)
+            base = (len(pages.data) if pages is not None
+                    else self._client.getattr(open_file.fileid).size)
+        else:
+            raise simulated_oserror(errno.EINVAL)
+        if base + position < 0:
+            raise simulated_oserror(errno.EINVAL)
+        open_file.pos = base + position
+        return open_file.pos
+
+    def fsync(self, fd: int) -> None:
+        open_file = self._file(fd)
+        self._run("fsync", open_file.path, lambda: self._client.flush(open_file.fileid))
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        open_file = self._file(fd)
+
+        def effect() -> None:
+            if not open_file.writable:
+                raise simulated_oserror(errno.EINVAL)
+            self._set(open_file.fileid, size=length)
+
+        self._run("ftruncate", open_file.path, effect)
+
+    def sendfile(self, out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        source = self._file(in_fd)
+        destination = self._file(out_fd)
+
+        def effect() -> int:
+            data = self._read(source, count, offset)
+            return self._write(destination, data, None)
+
+        return self._run("sendfile", f"{source.path} -> {destination.path}", effect)
+
+    # -- locks ------------------------------------------------------------------
+
+    def _posix_owner(self) -> tuple[str, str, int]:
+        return ("posix", self._host.name, self._group.pid)
+
+    def flock(self, fd: int, operation: int) -> None:
+        """flock(2), which Linux NFS sends to the server as a whole-file lock."""
+        open_file = self._file(fd)
+        owner = ("flock", open_file.ofd_id)
+
+        def effect() -> None:
+            kind = operation & ~_LOCK_NB
+            if kind == _LOCK_UN:
+                self._world.locks.unlock(open_file.fileid, owner)
+                return
+            if kind not in (_LOCK_SH, _LOCK_EX):
+                raise simulated_oserror(errno.EINVAL)
+            self._world.locks.lock(open_file.fileid, owner, 0, INFINITY,
+                                   exclusive=kind == _LOCK_EX,
+                                   wait=not operation & _LOCK_NB, what=open_file.path)
+
+        self._run("flock", open_file.path, effect)
+
+    def lockf(self, fd: int, command: int, length: int = 0, start: int = 0,
+              whence: int = 0) -> None:
+        """fcntl.lockf: POSIX record locks owned by the process (NLM on NFS)."""
+        open_file = self._file(fd)
+
+        def effect() -> None:
+            if whence == os.SEEK_SET:
+                base = 0
+            elif whence == os.SEEK_CUR:
+                base = open_file.pos
+            else:
+                base = self._client.getattr(open_file.fileid).size
+            first = base + start
+            end = INFINITY if length == 0 else first + length
+            if length < 0:
+                first, end = first + length, first
+            if first < 0:
+                raise simulated_oserror(errno.EINVAL)
+            kind = command & ~_LOCK_NB
+            locks = self._world.locks
+            if kind == _LOCK_UN:
+                locks.unlock(open_file.fileid, self._posix_owner(), first, end)
+                return
+            if kind not in (_LOCK_SH, _LOCK_EX):
+                raise simulated_oserror(errno.EINVAL)
+            # fcntl(2): a read lock needs a readable descriptor, a write lock a
+            # writable one.
+            if (open_file.writable if kind == _LOCK_EX else open_file.readable) is False:
+                raise simulated_oserror(errno.EBADF)
+            locks.lock(open_file.fileid, self._posix_owner(), first, end,
+                       exclusive=kind == _LOCK_EX, wait=not command & _LOCK_NB,
+                       what=open_file.path)
+
+        self._run("lockf", open_file.path, effect)
+
+
+_LOCK_SH, _LOCK_EX, _LOCK_NB, _LOCK_UN = 1, 2, 4, 8
+
+
+def release_file(host: Host, open_file: OpenFile) -> None:
+    """The end of a close: flush written data, then release the open."""
+    client = host.client
+    try:
+        if open_file.writable:
+            client.flush(open_file.fileid)
+    finally:
+        client.release(open_file.fileid)
