@@ -19,7 +19,7 @@ from . import _client as nfs
 from ._clock import NS_PER_S, seconds_to_ns
 from ._dirent import SimDirEntry, SimScandirIterator, stat_result
 from ._errors import SimulationEscape, errno_name, simulated_oserror
-from ._fileio import FileCalls
+from ._fileio import _UMASK, FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
 from ._server import EXPORT_DEV, Attrs
 
@@ -28,10 +28,7 @@ if TYPE_CHECKING:
     from ._world import Host, World
 
 T = TypeVar("T")
-PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
-_UMASK = 0o022
-_TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
 def _describe(result: object) -> str:
