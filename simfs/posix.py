@@ -15,8 +15,9 @@ from typing import Any
 from ._clock import NS_PER_S
 from ._dirent import SimScandirIterator
 from ._errors import SimfsError
+from ._fileio import PathArg
 from ._scheduler import current_process
-from ._syscalls import PathArg, Syscalls
+from ._syscalls import Syscalls
 
 
 def _syscalls(what: str) -> Syscalls:
