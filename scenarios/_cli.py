@@ -28,6 +28,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                      help="override a scenario parameter (repeatable)")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument("--rpc-latency", type=float, default=0.0, metavar="SECONDS",
+                     help="sim backend: virtual seconds each RPC takes (default 0)")
     agent = commands.add_parser(
         "agent", help="serve one host's processes to a coordinator on another machine")
     agent.add_argument("--host", required=True, help="the host this machine is")
@@ -41,14 +43,18 @@ def _parser() -> argparse.ArgumentParser:
     fidelity.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                           help="override a scenario parameter (repeatable)")
     fidelity.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    fidelity.add_argument("--rpc-latency", type=float, default=0.0, metavar="SECONDS",
+                          help="virtual seconds each simulated RPC takes (default 0)")
     return parser
 
 
-def _backend(name: str) -> Backend:
+def _backend(name: str, rpc_latency: float = 0.0) -> Backend:
+    if rpc_latency < 0:
+        raise ScenarioError(f"--rpc-latency {rpc_latency}: allowed: seconds >= 0")
     if name == "sim":
         from ._sim import SimBackend
 
-        return SimBackend()
+        return SimBackend(rpc_latency=rpc_latency)
     if name == "real":
         from ._real import RealBackend
 
@@ -108,7 +114,8 @@ def _fidelity(args: argparse.Namespace) -> int:
     if args.trials is not None and args.trials < 1:
         raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
     params = scenario_class.resolve_params(_overrides(args.param), args.trials)
-    table, flags = run_fidelity(scenario_class(), _backend("sim"), _backend("real"), args.seed,
+    table, flags = run_fidelity(scenario_class(), _backend("sim", args.rpc_latency),
+                                _backend("real"), args.seed,
                                 params, _progress(args.quiet))
     print(table)
     for flag in flags:
@@ -120,7 +127,7 @@ def _fidelity(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     names = sorted(SCENARIOS) if args.name == "all" else [args.name]
     classes = [get(name) for name in names]
-    backend = _backend(args.backend)
+    backend = _backend(args.backend, args.rpc_latency)
     overrides = _overrides(args.param)
     if args.trials is not None and args.trials < 1:
         raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")

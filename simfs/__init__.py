@@ -22,6 +22,7 @@ from ._errors import (
     MountOptionError,
     ProcessNotFinished,
     ReplayDiverged,
+    RunawaySimulation,
     SimfsError,
     SimulationEscape,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "Process",
     "ProcessNotFinished",
     "ReplayDiverged",
+    "RunawaySimulation",
     "SimfsError",
     "SimulationEscape",
     "Trace",

@@ -83,6 +83,11 @@ class Deadlock(SimfsError):
         )
 
 
+class RunawaySimulation(SimfsError):
+    """A run recorded more trace events than its limit: most likely a loop that
+    polls for something that will never happen, with no ``until`` to stop it."""
+
+
 class ProcessNotFinished(SimfsError):
     """``Process.result()`` was asked for before the process ended."""
 

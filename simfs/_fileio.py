@@ -272,16 +272,17 @@ class FileCalls:
         open_file = self._file(fd)
         owner = ("flock", open_file.ofd_id)
 
-        def effect() -> None:
+        def effect() -> str:
             kind = operation & ~_LOCK_NB
             if kind == _LOCK_UN:
                 self._world.locks.unlock(open_file.fileid, owner)
-                return
+                return "LOCK_UN"
             if kind not in (_LOCK_SH, _LOCK_EX):
                 raise simulated_oserror(errno.EINVAL)
             self._world.locks.lock(open_file.fileid, owner, 0, INFINITY,
                                    exclusive=kind == _LOCK_EX,
                                    wait=not operation & _LOCK_NB, what=open_file.path)
+            return f"{_lock_name(operation)} granted"
 
         self._run("flock", open_file.path, effect)
 
@@ -290,7 +291,7 @@ class FileCalls:
         """fcntl.lockf: POSIX record locks owned by the process (NLM on NFS)."""
         open_file = self._file(fd)
 
-        def effect() -> None:
+        def effect() -> str:
             if whence == os.SEEK_SET:
                 base = 0
             elif whence == os.SEEK_CUR:
@@ -307,7 +308,7 @@ class FileCalls:
             locks = self._world.locks
             if kind == _LOCK_UN:
                 locks.unlock(open_file.fileid, self._posix_owner(), first, end)
-                return
+                return "LOCK_UN"
             if kind not in (_LOCK_SH, _LOCK_EX):
                 raise simulated_oserror(errno.EINVAL)
             # fcntl(2): a read lock needs a readable descriptor, a write lock a
@@ -317,11 +318,18 @@ class FileCalls:
             locks.lock(open_file.fileid, self._posix_owner(), first, end,
                        exclusive=kind == _LOCK_EX, wait=not command & _LOCK_NB,
                        what=open_file.path)
+            return f"{_lock_name(command)} granted"
 
         self._run("lockf", open_file.path, effect)
 
 
 _LOCK_SH, _LOCK_EX, _LOCK_NB, _LOCK_UN = 1, 2, 4, 8
+
+
+def _lock_name(operation: int) -> str:
+    """``LOCK_EX|LOCK_NB`` for the trace."""
+    kind = {_LOCK_SH: "LOCK_SH", _LOCK_EX: "LOCK_EX"}.get(operation & ~_LOCK_NB, "LOCK_UN")
+    return f"{kind}|LOCK_NB" if operation & _LOCK_NB else kind
 
 
 def release_file(host: Host, open_file: OpenFile) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, TypeVar
 from . import _client as nfs
 from ._clock import NS_PER_S, seconds_to_ns
 from ._dirent import SimDirEntry, SimScandirIterator, stat_result
-from ._errors import SimulationEscape, errno_name, simulated_oserror
+from ._errors import RunawaySimulation, SimulationEscape, errno_name, simulated_oserror
 from ._fileio import _UMASK, FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
 from ._server import EXPORT_DEV, Attrs
@@ -43,6 +43,8 @@ def _describe(result: object) -> str:
         return "dir" if result.st_mode & 0o040000 else f"file {result.st_size}B"
     if isinstance(result, list):
         return f"{len(result)} entries"
+    if isinstance(result, str):
+        return result  # a lock call's own account: "LOCK_EX granted"
     return "ok"
 
 
@@ -104,13 +106,25 @@ class Syscalls(FileCalls):
 
     def _finish(self, op: str, shown: str, outcome: str) -> None:
         rpcs = tuple(self._client.call_rpcs)
-        self._world.trace.record(self._clock.now_ns, self._host.name, self._process.name, op,
-                                 shown, outcome, rpcs)
+        trace = self._world.trace
+        trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
+                     outcome, rpcs)
+        if len(trace) > self._world.max_events:
+            raise self._runaway()
         latency = self._world.rpc_latency_ns
         if rpcs and latency:
             self._scheduler.sleep(len(rpcs) * latency)
         else:
             self._scheduler.yield_now()
+
+    def _runaway(self) -> RunawaySimulation:
+        error = RunawaySimulation(
+            f"the run recorded more than {self._world.max_events} trace events (now at "
+            f"{self._clock.now:g} virtual s; process {self._process.name!r} on host "
+            f"{self._host.name!r} was the last); a loop waits for something that never "
+            "happens? Pass run(until=...) or raise World(max_events=...)")
+        self._world.escapes.append(error)
+        return error
 
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""

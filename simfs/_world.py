@@ -16,7 +16,7 @@ from typing import Any
 from . import _scheduler as sched
 from ._client import NfsClient
 from ._clock import EPOCH_NS, VirtualClock, seconds_to_ns
-from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError, SimulationEscape
+from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError
 from ._faults import FaultPlan, FaultState
 from ._fileio import release_file
 from ._files import OpenFile
@@ -95,12 +95,14 @@ class World:
         rpc_latency: virtual seconds each RPC takes (0: syscalls are instant).
         step_timeout: real seconds a process may run without yielding before
             it is reported as blocked on something real.
+        max_events: a run that records more trace events stops with
+            ``RunawaySimulation`` instead of filling memory.
     """
 
     def __init__(self, seed: int = 0, *, export: str = "/shared",
                  chooser: Chooser | Sequence[int] | None = None,
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
-                 step_timeout: float = 10.0) -> None:
+                 step_timeout: float = 10.0, max_events: int = 5_000_000) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
@@ -123,10 +125,12 @@ class World:
         self.locks = LockTable(self.scheduler)
         self.hosts: dict[str, Host] = {}
         self.processes: list[Process] = []
-        self.escapes: list[SimulationEscape] = []
+        # Loud failures (escapes, runaways) re-raised by run() even if caught.
+        self.escapes: list[SimfsError] = []
         self.plan = faults or FaultPlan()
         self.faults: FaultState | None = FaultState(self.plan) if faults is not None else None
         self.rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")
+        self.max_events = max_events
         self._ofd_ids = itertools.count(1)
         self._pids = itertools.count(1000)
         self._names: Counter[str] = Counter()

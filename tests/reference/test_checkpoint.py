@@ -53,15 +53,15 @@ def _hold(step, name="model.bin"):
 def _lock_timeline(world, process):
     """Each traced call of ``process`` with whether the sidecar flock was held then.
 
-    The sidecar lock is a flock on .metadata.lock taken after its open and
-    dropped by its close; the trace shows both.
+    The sidecar lock is an exclusive flock on .metadata.lock, dropped by an
+    unlock or by the close of its descriptor; the trace shows each.
     """
     held, timeline = False, []
     for event in world.trace.select():
         if event.process != process:
             continue
-        if event.path == LOCK_PATH and event.op == "flock" and event.outcome == "ok":
-            held = True
+        if event.path == LOCK_PATH and event.op == "flock":
+            held = event.outcome == "LOCK_EX granted"
         elif event.path == LOCK_PATH and event.op == "close":
             held = False
         else:

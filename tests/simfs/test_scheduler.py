@@ -163,3 +163,35 @@ def test_result_reraises_the_process_exception():
     with pytest.raises(FileNotFoundError, match="simulated NFS"):
         process.result()
     assert isinstance(process.exception(), FileNotFoundError)
+
+
+def test_a_poller_waiting_forever_stops_as_a_runaway_not_an_endless_run():
+    from simfs import RunawaySimulation
+
+    def forever():
+        while not posix.exists("/shared/never"):
+            posix.sleep(1.0)
+
+    world = World(max_events=500)
+    world.spawn(world.host("a"), forever, name="poller")
+    with pytest.raises(RunawaySimulation, match="more than 500 trace events.*'poller'"):
+        world.run()
+
+
+def test_lock_calls_say_which_lock_they_took():
+    import fcntl
+
+    def locker():
+        fd = posix.open("/shared/l", os.O_CREAT | os.O_RDWR, 0o644)
+        from simfs import current_process
+
+        syscalls = current_process().syscalls
+        syscalls.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        syscalls.flock(fd, fcntl.LOCK_UN)
+        syscalls.lockf(fd, fcntl.LOCK_SH)
+
+    world = World()
+    world.spawn(world.host("a"), locker)
+    world.run()
+    outcomes = [e.outcome for e in world.trace if e.op in ("flock", "lockf")]
+    assert outcomes == ["LOCK_EX|LOCK_NB granted", "LOCK_UN", "LOCK_SH granted"]
