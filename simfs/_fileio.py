@@ -145,19 +145,11 @@ class FileCalls:
 
     def close_all(self) -> int:
         """Process exit: the kernel closes every descriptor (no trace, no yield)."""
-        count = 0
-        for fd in sorted(self._fds):
-            open_file = self._fds.pop(fd)
-            open_file.refs -= 1
-            if open_file.refs == 0:
-                self._world.locks.release_owner(("flock", open_file.ofd_id))
-                try:
-                    release_file(self._host, open_file)
-                except OSError:
-                    pass
-            count += 1
+        descriptors = sorted(self._fds)
+        for fd in descriptors:
+            self.close_quietly(fd)
         self._world.locks.release_owner(self._posix_owner())
-        return count
+        return len(descriptors)
 
     # -- data -------------------------------------------------------------------
 
