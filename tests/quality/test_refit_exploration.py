@@ -26,7 +26,8 @@ from scenarios.refit import (
 
 pytestmark = pytest.mark.quality
 
-BUDGET_S = 10.0
+FIND_WITHIN_EXAMPLES = 100  # measured: example 8 for both buggy variants
+SHRINK_WITHIN_RUNS = 600    # measured: 122 (pr) and 62 (before) runs in all
 
 
 class Exploration:
@@ -78,6 +79,15 @@ def _find(variant):
     return exploration, raised.value
 
 
+def _assert_within_budget(exploration):
+    # The budget is counted in examples, which a derandomized run repeats
+    # exactly; the wall time is printed (about 1 s on this machine, against
+    # the 10 s), never asserted.
+    assert exploration.first_failure is not None
+    assert exploration.first_failure <= FIND_WITHIN_EXAMPLES
+    assert exploration.calls <= SHRINK_WITHIN_RUNS
+
+
 def _assert_minimal(violation, windows):
     plan = violation.run.plan
     assert len(plan.restarts) == 1, plan
@@ -94,14 +104,14 @@ def test_exploration_finds_the_prs_bug_and_shrinks_it_to_one_reload_landing_in_w
     # second read) holds a shard the communicator (the first) left out.
     exploration, violation = _find("pr")
     _assert_minimal(violation, {"W2"})
-    assert exploration.elapsed < BUDGET_S
+    _assert_within_budget(exploration)
 
 
 def test_exploration_finds_the_befores_bug_and_shrinks_it_to_one_reload_in_w2_or_w3():
     # Seed 001: before the PR both W2 and W3 were promoted.
     exploration, violation = _find("before")
     _assert_minimal(violation, {"W2", "W3"})
-    assert exploration.elapsed < BUDGET_S
+    _assert_within_budget(exploration)
 
 
 def test_the_minimal_failure_replays_from_its_printed_line():

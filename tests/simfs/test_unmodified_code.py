@@ -43,18 +43,6 @@ def test_the_same_code_with_the_seeds_revalidating_check_sees_it_within_a_poll()
     assert 1.3 <= poller.result() <= 1.4
 
 
-def test_the_30_virtual_second_stall_costs_little_wall_time():
-    w = World()
-    w.server.mkdir("/shared/t")
-    w.spawn(w.host("a"), plain.create_marker, "/shared/t/marker", 1.0)
-    w.spawn(w.host("b"), plain.poll_exists, "/shared/t/marker")
-    started = time.process_time()
-    w.run()
-    # A sanity bound on CPU time, not a benchmark: 30 virtual seconds of
-    # polling must not be simulated in real time.
-    assert time.process_time() - started < 5.0
-
-
 def test_os_and_os_path_calls_reach_the_simulated_export():
     w, seen = _run(plain.os_matrix, "/shared")
     assert seen["fstat_size"] == 5 and seen["excl"] == "EEXIST"
@@ -211,7 +199,10 @@ def test_code_outside_any_process_is_not_patched(tmp_path):
     w, _ = _run(plain.os_matrix, "/shared")
     (tmp_path / "real.txt").write_text("real")
     assert (tmp_path / "real.txt").read_text() == "real"
-    assert time.monotonic() > 1000 or time.monotonic() != w.now
+    # The test body's clock is the real one (the world's starts at 2026-01-01).
+    import datetime
+
+    assert abs(time.time() - datetime.datetime.now().timestamp()) < 60
     assert isinstance(threading.Lock(), type(_thread.allocate_lock()))
 
 
