@@ -370,3 +370,17 @@ def call_a_captured_original() -> None:
     import posix
 
     posix.mkdir("/shared/made-for-real")
+
+
+async def racing_tasks() -> list[int]:
+    """Eight trio tasks woken at one instant: their order is trio's scheduling choice."""
+    order: list[int] = []
+
+    async def task(index: int) -> None:
+        await trio.sleep(1.0)
+        order.append(index)
+
+    async with trio.open_nursery() as nursery:
+        for index in range(8):
+            nursery.start_soon(task, index)
+    return order

@@ -231,3 +231,14 @@ def test_errors_inside_the_world_are_real_oserror_subclasses():
             return error.errno, error.filename, "simulated" in error.strerror
 
     assert _run(rmdir_missing)[1] == (errno.ENOENT, "/shared/missing", True)
+
+
+def test_trios_scheduling_choices_follow_the_worlds_seed():
+    def order(seed):
+        w = World(seed=seed)
+        process = w.spawn(w.host("a"), plain.racing_tasks)
+        w.run()
+        return process.result()
+
+    assert order(3) == order(3)
+    assert len({tuple(order(seed)) for seed in range(6)}) > 1
