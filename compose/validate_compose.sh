@@ -2,7 +2,8 @@
 # Validate compose/docker-compose.yml offline: Debian's docker-compose (v1)
 # parses, interpolates and schema-checks the file with `config` without a
 # Docker engine (DESIGN.md section 7).  Installs docker-compose when missing.
-# Exits non-zero when the file is invalid or cannot be checked.
+# Exits 1 when the file is invalid, 3 when the checker could not be installed
+# (then nothing was checked).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -13,8 +14,10 @@ if ! command -v docker-compose >/dev/null 2>&1; then
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo=sudo
     export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    $sudo apt-get install -y -qq docker-compose >/dev/null
+    if ! { $sudo apt-get update -qq && $sudo apt-get install -y -qq docker-compose >/dev/null; }; then
+        echo "validate_compose: NOT CHECKED: docker-compose could not be installed" >&2
+        exit 3
+    fi
 fi
 
 # Interpolation must not depend on the caller's shell: every variable has a
