@@ -93,7 +93,10 @@ class _Handler(socketserver.StreamRequestHandler):
         if self.server.verify_nfs:
             _check_options(self.server.host, self.server.root,
                            str(request.get("options", "vers=3")))
-        context = multiprocessing.get_context("fork")
+        # The agent serves each coordinator connection on its own thread, and
+        # forking a threaded process can deadlock the child (Python 3.12
+        # warns): spawn a fresh interpreter, released by the same "go" event.
+        context = multiprocessing.get_context("spawn")
         go = context.Event()
         receiver, sender = context.Pipe(duplex=False)
         spec = ProcessSpec(self.server.host, target, tuple(request.get("args", ())))

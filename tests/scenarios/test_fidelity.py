@@ -128,19 +128,29 @@ def test_fidelity_flags_a_filesystem_without_nfs_caching(tmp_path):
     assert "RPCs per poll by operation" in table
 
 
-def test_an_agent_runs_its_hosts_processes_for_a_coordinator(tmp_path):
-    import threading
-
+def _serve_agent(root, ports):
     from scenarios._agent import AgentServer
+
+    server = AgentServer(("127.0.0.1", 0), "b", root, verify_nfs=False)
+    ports.put(server.server_address[1])
+    server.serve_forever()
+
+
+def test_an_agent_runs_its_hosts_processes_for_a_coordinator(tmp_path):
+    import multiprocessing
+
     from scenarios._base import ProcessSpec
     from scenarios._real import RealProcessFailed, RealSession
 
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    server = AgentServer(("127.0.0.1", 0), "b", str(tmp_path / "b"), verify_nfs=False)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The agent is another machine's process: here another OS process.
+    context = multiprocessing.get_context("spawn")
+    ports = context.Queue()
+    agent = context.Process(target=_serve_agent, args=(str(tmp_path / "b"), ports))
+    agent.start()
     try:
-        address = f"127.0.0.1:{server.server_address[1]}"
+        address = f"127.0.0.1:{ports.get(timeout=60)}"
         session = RealSession({"a": str(tmp_path / "a")}, {"a": "vers=3", "b": "vers=3"},
                               verify_nfs=False, agents={"b": address})
         results = session.run([ProcessSpec("a", _write_then_read, ("x", "local")),
@@ -151,8 +161,8 @@ def test_an_agent_runs_its_hosts_processes_for_a_coordinator(tmp_path):
             session.run([ProcessSpec("b", _fail)], timeout=30)
         assert session.rpc_counts("b") == {}
     finally:
-        server.shutdown()
-        server.server_close()
+        agent.terminate()
+        agent.join(timeout=30)
 
 
 def test_an_agent_refuses_functions_outside_the_project():
