@@ -13,6 +13,7 @@ processes on them, deterministically from a seed.
     p.result(); w.now; w.trace.format(); b.rpc_counts()
 """
 
+from ._beliefs import Belief
 from ._errors import (
     BlockedOutsideSimulation,
     ChooserError,
@@ -36,6 +37,7 @@ from ._world import Host, World
 __all__ = [
     "FAULTABLE_OPS",
     "Attrs",
+    "Belief",
     "BlockedOutsideSimulation",
     "ChooserError",
     "CloseDelay",

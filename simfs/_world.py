@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import posixpath
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import _scheduler as sched
+from ._beliefs import Belief, belief
 from ._client import NfsClient
 from ._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError
@@ -49,6 +51,14 @@ class Host:
     def rpc_counts(self) -> Counter[str]:
         """RPCs this host's client has sent, by procedure, e.g. ``{"GETATTR": 3}``."""
         return Counter(self.client.rpcs)
+
+    def belief(self, path: str) -> Belief:
+        """What this host would answer for ``path`` now, from its caches alone."""
+        normalized = posixpath.normpath(path)
+        export = self.world.export
+        if normalized != export and not normalized.startswith(export + "/"):
+            raise ValueError(f"path {path!r} is outside the export {export!r}")
+        return belief(self.client, self.name, export, normalized, self.world.clock.now_ns)
 
 
 def _make_chooser(seed: int, chooser: Chooser | Sequence[int] | None) -> tuple[Chooser, bool]:
@@ -275,6 +285,13 @@ class World:
         self._teardown()
         if stuck:
             raise Deadlock(descriptions)
+
+    def explain(self, path: str) -> str:
+        """Every host's belief about ``path`` beside the server's truth, one line each."""
+        truth = "present" if self.server.exists(path) else "absent"
+        lines = [f"{path} at {self.now:.3f} s: server says {truth}"]
+        lines.extend("  " + host.belief(path).format() for host in self.hosts.values())
+        return "\n".join(lines)
 
     def close(self) -> None:
         """Stop every unfinished process so its OS thread ends (safe to call twice)."""

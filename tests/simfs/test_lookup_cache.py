@@ -215,3 +215,28 @@ def test_mkdir_eexist_drops_the_cached_negative_entry():
     assert process.result() is True
     mkdirs = world.trace.select(host="b", op="mkdir")
     assert mkdirs[-1].outcome == "EEXIST" and "MKDIR" in mkdirs[-1].rpcs
+
+
+def test_a_hosts_belief_names_the_negative_entry_and_when_acdirmin_ends_it():
+    world, a, b = two_hosts()
+    world.server.mkdir("/shared/t")
+    world.spawn(a, create_marker, MARKER, 1.0)
+    world.spawn(b, poll_until_seen, MARKER)
+    world.run(until=29.95)
+    stale = b.belief(MARKER)
+    assert (stale.believes, stale.until) == ("absent", pytest.approx(30.0))
+    assert "negative dentry for 'marker' in /shared/t" in stale.because
+    assert "acdirmin=30" in stale.because
+    assert a.belief(MARKER).believes == "present"
+    assert "server says present" in world.explain(MARKER)
+    world.run()
+    assert b.belief(MARKER).believes == "present"
+
+
+def test_lookupcache_positive_believes_nothing_it_cached_as_absent():
+    world, a, b = two_hosts("vers=3,lookupcache=positive")
+    world.server.mkdir("/shared/t")
+    world.spawn(b, lambda: posix.exists(MARKER))
+    world.run()
+    assert b.belief(MARKER).believes == "unknown"
+    assert "never trusts a negative entry" in b.belief(MARKER).because
