@@ -156,11 +156,6 @@ class NfsClient:
         self._update(fileid, attrs)
         return attrs
 
-    def attr_deadline_ns(self, fileid: int) -> int | None:
-        """When this host's cached attributes of ``fileid`` expire (for reports)."""
-        cached = self.attrs.get(fileid)
-        return None if cached is None else cached.read_ns + cached.timeo_ns
-
     def _check_access(self, attrs: Attrs) -> None:
         """ACCESS once per inode, again after a mode change or a foreign change
         (``nfs_do_access``; the access cache is dropped with the attributes)."""
@@ -445,6 +440,23 @@ class NfsClient:
             pages = self.pages[fileid] = Pages(bytearray(data), change)
         pages.dirty = True
         return pages
+
+    def size(self, fileid: int) -> int:
+        """The size this host sees: its page cache (its own writes), else the attributes."""
+        pages = self.pages.get(fileid)
+        return len(pages.data) if pages is not None else self.getattr(fileid).size
+
+    def lose_memory(self) -> None:
+        """A crash: the page cache, unflushed writes included, is gone."""
+        self.pages.clear()
+
+    def stat_attrs(self, attrs: Attrs) -> Attrs:
+        """The attributes a stat reports: ``nfs_getattr`` flushes this host's
+        cached pages first, so that size and mtime are right."""
+        if attrs.is_dir or attrs.fileid not in self.pages:
+            return attrs
+        self.flush(attrs.fileid)
+        return self.getattr(attrs.fileid)
 
     def flush(self, fileid: int) -> None:
         """WRITE and COMMIT dirty pages (close, fsync, or a stat of this file)."""

@@ -220,9 +220,7 @@ class FileCalls:
         elif how == os.SEEK_CUR:
             base = open_file.pos
         elif how == os.SEEK_END:
-            pages = self._client.pages.get(open_file.fileid)
-            base = (len(pages.data) if pages is not None
-                    else self._client.getattr(open_file.fileid).size)
+            base = self._client.size(open_file.fileid)
         else:
             raise simulated_oserror(errno.EINVAL)
         if base + position < 0:

@@ -30,7 +30,7 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ._clock import NS_PER_S, VirtualClock
+from ._clock import VirtualClock
 from ._errors import (
     BlockedOutsideSimulation,
     ChooserError,
@@ -182,7 +182,6 @@ class Scheduler:
         self.progress = 0
         self._main_baton = _thread.allocate_lock()
         self._main_baton.acquire()
-        self._main_ident: int | None = None
         self._need_choice = False
         self.closing = False
         self.broken: BaseException | None = None
@@ -383,7 +382,6 @@ class Scheduler:
         if self.broken is not None:
             raise self.broken
         self.until_ns = until_ns
-        self._main_ident = _thread.get_ident()
         self._hand_on_from_main(self._pick(on_main=True))
 
     @property
@@ -468,6 +466,3 @@ class Scheduler:
         self._hand_on(None, process)
         process._baton.acquire()
 
-
-def seconds(ns: int) -> float:
-    return ns / NS_PER_S

@@ -208,12 +208,7 @@ class Syscalls(FileCalls):
         shown, start, components = self._path(path, dir_fd)
 
         def effect() -> os.stat_result:
-            attrs = self._client.walk(start, components)
-            if not attrs.is_dir and self._client.pages.get(attrs.fileid) is not None:
-                # nfs_getattr flushes dirty pages first so size and mtime are right.
-                self._client.flush(attrs.fileid)
-                attrs = self._client.getattr(attrs.fileid)
-            return self._stat(attrs)
+            return self._stat(self._client.stat_attrs(self._client.walk(start, components)))
 
         return self._run("stat", shown, effect)
 

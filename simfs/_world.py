@@ -328,9 +328,7 @@ class World:
         host.crashed = True
         for process in host.processes:
             self.scheduler.detach(process, f"host {host.name!r} crashed")
-        for pages in host.client.pages.values():
-            pages.dirty = False
-        host.client.pages.clear()
+        host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
 
     def delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
