@@ -107,10 +107,8 @@ def hold_unlinked(root: str, relative: str, seconds: float) -> str:
     return outcome
 
 
-def remove_beside_busy(root: str, relative: str, after: float) -> tuple[str, str]:
-    """rmdir, then rmtree, of a directory holding a busy .nfs file."""
-    time.sleep(after)
-    directory = Path(root) / relative
+def _rmdir_then_rmtree(directory: Path) -> tuple[str, str]:
+    """What os.rmdir, then shutil.rmtree, of ``directory`` end with: removed or an errno."""
     outcomes = []
     for remove in (os.rmdir, shutil.rmtree):
         try:
@@ -121,21 +119,21 @@ def remove_beside_busy(root: str, relative: str, after: float) -> tuple[str, str
     return outcomes[0], outcomes[1]
 
 
+def remove_beside_busy(root: str, relative: str, after: float) -> tuple[str, str]:
+    """rmdir, then rmtree, of a directory holding a busy .nfs file."""
+    time.sleep(after)
+    return _rmdir_then_rmtree(Path(root) / relative)
+
+
 def remove_own_busy(root: str, relative: str) -> tuple[str, str, list[str]]:
     """The same, from the host that holds the file open."""
     directory = Path(root) / relative
     (directory / "f").write_bytes(b"held")
     with open(directory / "f", "rb"):
         os.unlink(directory / "f")
-        outcomes = []
-        for remove in (os.rmdir, shutil.rmtree):
-            try:
-                remove(directory)
-                outcomes.append("removed")
-            except OSError as error:
-                outcomes.append(errno.errorcode[error.errno or 0])
+        rmdir, rmtree = _rmdir_then_rmtree(directory)
         left = sorted(os.listdir(directory))
-    return outcomes[0], outcomes[1], left
+    return rmdir, rmtree, left
 
 
 def read_after_remote_replace(root: str, relative: str, wait: float) -> str:
