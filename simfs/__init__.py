@@ -13,7 +13,8 @@ processes on them, deterministically from a seed.
     p.result(); w.now; w.trace.format(); b.rpc_counts()
 """
 
-from ._beliefs import Belief
+from ._engine._scheduler import Process, current_process
+from ._engine._trace import Trace, TraceEvent
 from ._errors import (
     BlockedOutsideSimulation,
     ChooserError,
@@ -27,11 +28,10 @@ from ._errors import (
     SimfsError,
     SimulationEscape,
 )
-from ._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostCrash
-from ._mount import MountOptions
-from ._scheduler import Process, current_process
-from ._server import Attrs
-from ._trace import Trace, TraceEvent
+from ._nfs._beliefs import Belief
+from ._nfs._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostCrash
+from ._nfs._mount import MountOptions
+from ._nfs._server import Attrs
 from ._world import Host, World
 
 __all__ = [

@@ -14,21 +14,21 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import _scheduler as sched
-from ._beliefs import Belief, belief
-from ._client import NfsClient
-from ._clock import EPOCH_NS, VirtualClock, seconds_to_ns
+from ._engine import _scheduler as sched
+from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
+from ._engine._scheduler import Process, ProcessGroup, Scheduler
+from ._engine._trace import Trace
 from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError
-from ._faults import FaultPlan, FaultState
-from ._fileio import release_file
-from ._files import OpenFile
-from ._locks import LockTable
-from ._mount import MountOptions
-from ._scheduler import Process, ProcessGroup, Scheduler
-from ._server import Server
-from ._serverview import ServerView
-from ._syscalls import Syscalls
-from ._trace import Trace
+from ._nfs._beliefs import Belief, belief
+from ._nfs._client import NfsClient
+from ._nfs._faults import FaultPlan, FaultState
+from ._nfs._locks import LockTable
+from ._nfs._mount import MountOptions
+from ._nfs._server import Server
+from ._nfs._serverview import ServerView
+from ._os._fileio import release_file
+from ._os._files import OpenFile
+from ._os._syscalls import Syscalls
 
 Chooser = Callable[[int], int]
 
@@ -200,7 +200,7 @@ class World:
         if not callable(target):
             raise TypeError(f"spawn needs a callable target, not {target!r}")
         if inspect.iscoroutinefunction(target):
-            from ._trio import run_async
+            from ._patch._trio import run_async
 
             return lambda: run_async(target, args, kwargs)
         return lambda: target(*args, **kwargs)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ._clock import NS_PER_S
-from ._dirent import SimScandirIterator
+from ._engine._clock import NS_PER_S
+from ._engine._scheduler import current_process
 from ._errors import SimfsError
-from ._fileio import PathArg
-from ._scheduler import current_process
-from ._syscalls import Syscalls
+from ._os._dirent import SimScandirIterator
+from ._os._fileio import PathArg
+from ._os._syscalls import Syscalls
 
 
 def _syscalls(what: str) -> Syscalls:

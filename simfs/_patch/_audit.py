@@ -17,7 +17,7 @@ import os
 import sys
 from typing import Any
 
-from .._scheduler import current_process
+from .._engine._scheduler import current_process
 from ._registry import escape
 
 _READS = frozenset({"os.listdir", "os.scandir"})

@@ -13,7 +13,7 @@ import socket
 import subprocess
 from typing import Any
 
-from .._scheduler import current_process
+from .._engine._scheduler import current_process
 from ._registry import escape, patch
 
 

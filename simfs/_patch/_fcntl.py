@@ -9,7 +9,7 @@ from __future__ import annotations
 import fcntl
 from typing import Any
 
-from .._scheduler import current_process
+from .._engine._scheduler import current_process
 from ._registry import escape, patch
 
 _HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0, fcntl.F_GETFL: 0, fcntl.F_SETFL: 0}

@@ -15,7 +15,7 @@ import io
 import os
 from typing import Any
 
-from .._scheduler import Process, current_process
+from .._engine._scheduler import Process, current_process
 from ._registry import escape, patch
 
 _NFS_BLKSIZE = 1 << 20

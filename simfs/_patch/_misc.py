@@ -17,7 +17,7 @@ import socket
 import tempfile
 from typing import Any
 
-from .._scheduler import current_process
+from .._engine._scheduler import current_process
 from ._registry import patch, real_outside
 
 _RANDOM_FUNCTIONS = (

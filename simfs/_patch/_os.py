@@ -13,8 +13,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from .._engine._scheduler import current_process
 from .._errors import simulated_oserror
-from .._scheduler import current_process
 from ._registry import escape, patch
 
 # Functions whose first argument is a path (or, for some, a descriptor).

@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from .._engine._scheduler import Process, _tls, current_process
 from .._errors import SimulationEscape
-from .._scheduler import Process, _tls, current_process
 
 # id(original) -> replacement, for rebinding names bound by "from os import stat".
 REPLACEMENTS: dict[int, tuple[object, object]] = {}

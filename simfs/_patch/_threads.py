@@ -16,10 +16,10 @@ import threading
 from types import GenericAlias
 from typing import Any
 
-from .. import _scheduler as sched
-from .._clock import seconds_to_ns
-from .._scheduler import Process, current_process
-from .._sync import SimLock, SimRLock
+from .._engine import _scheduler as sched
+from .._engine._clock import seconds_to_ns
+from .._engine._scheduler import Process, current_process
+from .._engine._sync import SimLock, SimRLock
 from ._registry import patch
 
 _RealSimpleQueue = queue.SimpleQueue

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .._clock import NS_PER_S
-from .._scheduler import current_process
+from .._engine._clock import NS_PER_S
+from .._engine._scheduler import current_process
 from ._registry import patch
 
 

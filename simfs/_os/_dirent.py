@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
-from ._server import Attrs
+from .._nfs._server import Attrs
 
 
 class SimDirEntry:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Final
 
-from ._errors import MountOptionError
+from .._errors import MountOptionError
 
 # Linux defaults, nfs(5) "Options supported by all versions".
 DEFAULT_ACREGMIN: Final = 3

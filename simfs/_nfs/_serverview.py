@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 import posixpath
 
-from ._errors import SimfsError, simulated_oserror
+from .._errors import SimfsError, simulated_oserror
 from ._server import DIR, Attrs, Inode, Server
 
 

@@ -15,17 +15,17 @@ import posixpath
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from . import _client as nfs
-from ._clock import NS_PER_S, seconds_to_ns
+from .._engine._clock import NS_PER_S, seconds_to_ns
+from .._errors import RunawaySimulation, SimulationEscape, errno_name, simulated_oserror
+from .._nfs import _client as nfs
+from .._nfs._server import EXPORT_DEV, Attrs
 from ._dirent import SimDirEntry, SimScandirIterator, stat_result
-from ._errors import RunawaySimulation, SimulationEscape, errno_name, simulated_oserror
 from ._fileio import _UMASK, FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
-from ._server import EXPORT_DEV, Attrs
 
 if TYPE_CHECKING:
-    from ._scheduler import Process
-    from ._world import Host, World
+    from .._engine._scheduler import Process
+    from .._world import Host, World
 
 T = TypeVar("T")
 
@@ -94,7 +94,7 @@ class Syscalls(FileCalls):
     def _inject(self, rule: object) -> None:
         if rule is None:
             return
-        from ._faults import FaultRule
+        from .._nfs._faults import FaultRule
 
         assert isinstance(rule, FaultRule)
         if rule.delay:

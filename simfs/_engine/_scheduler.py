@@ -30,17 +30,17 @@ import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from ._clock import VirtualClock
-from ._errors import (
+from .._errors import (
     BlockedOutsideSimulation,
     ChooserError,
     HostCrashed,
     ProcessKilled,
     ProcessNotFinished,
 )
+from ._clock import VirtualClock
 
 if TYPE_CHECKING:
-    from ._world import Host
+    from .._world import Host
 
 # Process states.
 NEW: Final = 0

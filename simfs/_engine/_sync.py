@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
+from .._errors import SimfsError
 from ._clock import seconds_to_ns
-from ._errors import SimfsError
 from ._scheduler import Process, current_process
 
 if TYPE_CHECKING:

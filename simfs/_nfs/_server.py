@@ -17,8 +17,8 @@ import stat as stat_mod
 from dataclasses import dataclass
 from typing import Final
 
-from ._clock import VirtualClock
-from ._errors import simulated_oserror
+from .._engine._clock import VirtualClock
+from .._errors import simulated_oserror
 
 FILE: Final = "f"
 DIR: Final = "d"

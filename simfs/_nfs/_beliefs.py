@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._clock import NS_PER_S
+from .._engine._clock import NS_PER_S
 
 if TYPE_CHECKING:
     from ._client import NfsClient

@@ -10,7 +10,7 @@ from __future__ import annotations
 import errno
 from typing import Final
 
-from ._errors import simulated_oserror
+from .._errors import simulated_oserror
 
 FD_BASE: Final = 1 << 20
 

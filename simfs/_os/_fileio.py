@@ -12,17 +12,17 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from . import _client as nfs
-from ._clock import NS_PER_S
-from ._errors import simulated_oserror
+from .._engine._clock import NS_PER_S
+from .._errors import simulated_oserror
+from .._nfs import _client as nfs
+from .._nfs._locks import INFINITY
 from ._files import OpenFile, allocate_fd, lookup_fd
-from ._locks import INFINITY
 
 if TYPE_CHECKING:
-    from ._client import NfsClient
-    from ._clock import VirtualClock
-    from ._scheduler import Process, ProcessGroup, Scheduler
-    from ._world import Host, World
+    from .._engine._clock import VirtualClock
+    from .._engine._scheduler import Process, ProcessGroup, Scheduler
+    from .._nfs._client import NfsClient
+    from .._world import Host, World
 
 T = TypeVar("T")
 

@@ -33,8 +33,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Final, TypeVar
 
-from ._clock import VirtualClock
-from ._errors import simulated_oserror
+from .._engine._clock import VirtualClock
+from .._errors import simulated_oserror
 from ._mount import MountOptions
 from ._server import Attrs, Server
 

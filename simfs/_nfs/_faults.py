@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from ._errors import FaultPlanError
+from .._errors import FaultPlanError
 
 # The syscalls a rule can name: the ones the syscall layer implements.
 FAULTABLE_OPS: Final = frozenset({

@@ -34,10 +34,10 @@ import trio._core._entry_queue as trio_entry_queue
 import trio._core._run as trio_run
 import trio._core._thread_cache as trio_thread_cache
 
-from ._clock import NS_PER_S
-from ._errors import ProcessKilled
-from ._patch._registry import escape, patch
-from ._scheduler import Process, current_process
+from .._engine._clock import NS_PER_S
+from .._engine._scheduler import Process, current_process
+from .._errors import ProcessKilled
+from ._registry import escape, patch
 
 # id(EntryQueue) -> the clock of the simulated trio.run it belongs to.  Every
 # run_sync_soon (a thread's result, trio's own shutdown) goes through it.

@@ -15,10 +15,10 @@ import math
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from ._errors import simulated_oserror
+from .._errors import simulated_oserror
 
 if TYPE_CHECKING:
-    from ._scheduler import Process, Scheduler
+    from .._engine._scheduler import Process, Scheduler
 
 INFINITY = math.inf
 
