@@ -1,0 +1,181 @@
+"""The core's costs against issue 16's targets, measured side by side in one run.
+
+    python bench/bench_core.py [--quick]
+
+Prints ratios, never asserts: machine load moves every absolute number, the
+ratios measured in one run move much less.  Sections:
+
+- start-up: ``python -m scenarios run handshake`` end to end beside a bare
+  interpreter, and which heavy packages ``import scenarios`` pulls in;
+- the seed-000 shape (poll every 0.1 s for 30 virtual s): virtual seconds
+  simulated per wall second;
+- one simulated poll (a stat answered from a cached negative entry, then a
+  sleep) in CPU µs, beside a real ``os.stat`` of a missing file on tmpfs plus
+  a no-op call;
+- host scaling: µs per poll with 2 to 1,000 hosts polling at once (each
+  syscall of another host is a baton pass between OS threads);
+- memory: peak RSS of a run of about 1M trace events, beside an empty world.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+from simfs import World
+
+QUICK = "--quick" in sys.argv
+PYTHON = sys.executable
+MISSING = "/shared/dir/marker"
+
+
+def _wall(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def start_up() -> None:
+    bare = min(_wall([PYTHON, "-c", "pass"]) for _ in range(3))
+    handshake = min(_wall([PYTHON, "-m", "scenarios", "run", "handshake"]) for _ in range(2))
+    imports = min(_wall([PYTHON, "-c", "import scenarios.handshake"]) for _ in range(3))
+    heavy = subprocess.run(
+        [PYTHON, "-c", "import sys, scenarios, scenarios.handshake, simfs; "
+         "print(' '.join(m for m in ('hypothesis', 'pytest', 'trio.testing', 'numpy') "
+         "if m in sys.modules) or 'none')"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    print("start-up")
+    print(f"  python -c pass                       {bare:8.3f} s")
+    print(f"  import scenarios.handshake           {imports:8.3f} s")
+    print(f"  python -m scenarios run handshake    {handshake:8.3f} s")
+    print(f"  heavy packages imported by scenarios: {heavy}")
+
+
+def _poller(path: str, polls: int, interval: float) -> Callable[[], None]:
+    def poll() -> None:
+        for _ in range(polls):
+            os.path.exists(path)
+            time.sleep(interval)
+    return poll
+
+
+def _world_with_hosts(count: int) -> tuple[World, list[str]]:
+    world = World(seed=1)
+    world.server.mkdir("/shared/dir")
+    names = [f"h{i}" for i in range(count)]
+    for name in names:
+        world.host(name)
+    return world, names
+
+
+def seed_000_speed() -> None:
+    trials = 20 if QUICK else 80
+    wall = 0.0
+    virtual = 0.0
+    for _ in range(trials):
+        world, (_writer, poller) = _world_with_hosts(2)
+        world.spawn(poller, _poller(MISSING, 300, 0.1))
+        start = time.perf_counter()
+        world.run()
+        wall += time.perf_counter() - start
+        virtual += world.now
+        world.close()
+    print("\nseed-000 shape (300 polls, 30 virtual s, per trial)")
+    print(f"  {trials} trials: {virtual:.0f} virtual s in {wall:.3f} wall s = "
+          f"{virtual / wall:,.0f}x real time")
+
+
+def poll_cost() -> None:
+    polls = 20_000 if QUICK else 100_000
+    world, (host,) = _world_with_hosts(1)
+    world.spawn(host, _poller(MISSING, polls, 0.1))
+    start = time.process_time()
+    world.run()
+    simulated = (time.process_time() - start) / polls * 1e6
+    world.close()
+
+    directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+    missing = os.path.join(directory, "simfs-bench-missing")
+
+    def noop() -> None:
+        pass
+
+    start = time.process_time()
+    for _ in range(polls):
+        os.path.exists(missing)
+        noop()
+    real = (time.process_time() - start) / polls * 1e6
+    print("\none poll (exists() from a cached negative entry + sleep), CPU µs")
+    print(f"  simulated {simulated:7.2f}   real stat + no-op {real:6.2f}   "
+          f"ratio {simulated / real:5.1f}x   (target: <= 5 µs and <= 2x)")
+
+
+def host_scaling() -> None:
+    counts = (2, 8, 32, 128) if QUICK else (2, 8, 32, 128, 1000)
+    total_polls = 4_000 if QUICK else 20_000
+    print("\nhost scaling: one poller per host, wall µs per poll"
+          " (target: 128 and 1,000 hosts within 1.5x of 2)")
+    base = None
+    for count in counts:
+        polls = max(total_polls // count, 4)
+        world, names = _world_with_hosts(count)
+        for name in names:
+            world.spawn(name, _poller(MISSING, polls, 0.1))
+        start = time.perf_counter()
+        world.run()
+        per_poll = (time.perf_counter() - start) / (polls * count) * 1e6
+        world.close()
+        base = base or per_poll
+        print(f"  {count:5d} hosts  {per_poll:8.2f} µs   {per_poll / base:5.2f}x of 2 hosts")
+
+
+_MEMORY_CHILD = """
+import os, resource, sys, time
+from simfs import World
+polls = int(sys.argv[1])
+w = World(seed=1, max_events=10 * polls + 100)
+w.server.mkdir("/shared/dir")
+h = w.host("h")
+def poll():
+    for _ in range(polls):
+        os.path.exists("/shared/dir/marker")
+        time.sleep(0.1)
+if polls:
+    w.spawn(h, poll)
+w.run()
+print(len(w.trace), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def memory() -> None:
+    polls = 100_000 if QUICK else 500_000
+
+    def child(count: int) -> tuple[int, int]:
+        out = subprocess.run([PYTHON, "-c", _MEMORY_CHILD, str(count)], check=True,
+                             capture_output=True, text=True).stdout.split()
+        return int(out[0]), int(out[1])
+
+    _, empty_kib = child(0)
+    events, full_kib = child(polls)
+    print("\nmemory: peak RSS of a long run beside an empty world")
+    print(f"  {events:,} events: {full_kib / 1024:.0f} MB, empty world {empty_kib / 1024:.0f} MB,"
+          f" {(full_kib - empty_kib) * 1024 / max(events, 1):.0f} B/event"
+          "   (target: 1M events in <= 60 MB)")
+
+
+def main() -> None:
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load "
+          f"{os.getloadavg()[0]:.1f}{' (quick)' if QUICK else ''}\n")
+    start_up()
+    seed_000_speed()
+    poll_cost()
+    host_scaling()
+    memory()
+
+
+if __name__ == "__main__":
+    main()
