@@ -1,6 +1,6 @@
 """What simulation costs, side by side in one run, as ratios (not assertions).
 
-    python bench/bench_simfs.py
+    python bench/bench_simfs.py [--quick]
 
 Each row is µs per operation for: the simulation (through simfs.posix, the
 syscall layer, and through plain os/pathlib/open/time routed into it),
@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 import tempfile
 import time
 from collections.abc import Callable
 
 from simfs import World, posix
 
-N = 20_000
+N = 4_000 if "--quick" in sys.argv else 20_000
 PATH = "/shared/f"
 
 
