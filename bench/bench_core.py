@@ -136,8 +136,8 @@ def host_scaling() -> None:
 _MEMORY_CHILD = """
 import os, resource, sys, time
 from simfs import World
-polls = int(sys.argv[1])
-w = World(seed=1, max_events=10 * polls + 100)
+polls, keep = int(sys.argv[1]), (None if sys.argv[2] == "all" else int(sys.argv[2]))
+w = World(seed=1, max_events=10 * polls + 100, trace_keep=keep)
 w.server.mkdir("/shared/dir")
 h = w.host("h")
 def poll():
@@ -154,17 +154,18 @@ print(len(w.trace), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def memory() -> None:
     polls = 100_000 if QUICK else 500_000
 
-    def child(count: int) -> tuple[int, int]:
-        out = subprocess.run([PYTHON, "-c", _MEMORY_CHILD, str(count)], check=True,
+    def child(count: int, keep: str) -> tuple[int, int]:
+        out = subprocess.run([PYTHON, "-c", _MEMORY_CHILD, str(count), keep], check=True,
                              capture_output=True, text=True).stdout.split()
         return int(out[0]), int(out[1])
 
-    _, empty_kib = child(0)
-    events, full_kib = child(polls)
-    print("\nmemory: peak RSS of a long run beside an empty world")
-    print(f"  {events:,} events: {full_kib / 1024:.0f} MB, empty world {empty_kib / 1024:.0f} MB,"
-          f" {(full_kib - empty_kib) * 1024 / max(events, 1):.0f} B/event"
-          "   (target: 1M events in <= 60 MB)")
+    _, empty_kib = child(0, "all")
+    print("\nmemory: peak RSS of a long run beside an empty world (target: 1M events <= 60 MB)")
+    for keep in ("all", "10000"):
+        events, kib = child(polls, keep)
+        print(f"  {events:,} events, trace_keep={keep:>5}: {kib / 1024:4.0f} MB "
+              f"(empty world {empty_kib / 1024:.0f} MB; "
+              f"{(kib - empty_kib) * 1024 / max(events, 1):.0f} B/event)")
 
 
 def main() -> None:

@@ -107,12 +107,16 @@ class World:
             it is reported as blocked on something real.
         max_events: a run that records more trace events stops with
             ``RunawaySimulation`` instead of filling memory.
+        trace_keep: how many of the latest trace events to keep readable
+            (None: all).  The trace's digest and length always cover the whole
+            run; set this for long runs whose memory must stay bounded.
     """
 
     def __init__(self, seed: int = 0, *, export: str = "/shared",
                  chooser: Chooser | Sequence[int] | None = None,
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
-                 step_timeout: float = 10.0, max_events: int = 5_000_000) -> None:
+                 step_timeout: float = 10.0, max_events: int = 5_000_000,
+                 trace_keep: int | None = None) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
@@ -131,7 +135,7 @@ class World:
         self.scheduler.on_exit = self._on_exit
         self.server_state = Server(self.clock, self.epoch_ns)
         self.server = ServerView(self.server_state, export)
-        self.trace = Trace()
+        self.trace = Trace(keep=trace_keep)
         self.locks = LockTable(self.scheduler)
         self.hosts: dict[str, Host] = {}
         self.processes: list[Process] = []

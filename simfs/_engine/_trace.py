@@ -2,12 +2,16 @@
 
 Entries are plain tuples while recording (the syscall path is hot) and
 become ``TraceEvent``s when read.  ``digest()`` hashes a canonical text
-form, so "same seed, same run" is one string comparison.
+form of every event, so "same seed, same run" is one string comparison;
+the hash runs as the trace grows, so a run may keep only its last events
+(``World(trace_keep=N)``) and its memory stays bounded (issue 16: ~120 B
+per kept event).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -36,28 +40,79 @@ class TraceEvent(NamedTuple):
                 f"{self.op}{path} -> {self.outcome}{rpcs}")
 
 
-class Trace:
-    """An append-only list of trace events."""
+_Event = tuple[int, str, str, str, str, str, tuple[str, ...]]
 
-    def __init__(self) -> None:
-        self._events: list[tuple[int, str, str, str, str, str, tuple[str, ...]]] = []
+# Events are folded into the running digest in batches: formatting and
+# hashing a batch costs the same as at the end, and none of it is on the
+# syscall path.
+_FOLD_EVERY = 4096
+
+
+def _canonical_line(event: _Event) -> str:
+    t, host, process, op, path, outcome, rpcs = event
+    return f"{t}|{host}|{process}|{op}|{path}|{outcome}|{','.join(rpcs)}\n"
+
+
+class Trace:
+    """The events of a run, with a running digest over all of them.
+
+    Args:
+        keep: how many of the most recent events to keep for reading
+            (``select``, ``format``, iteration); None keeps every event.  The
+            digest and ``len()`` always cover the whole run, so a long run can
+            keep its memory bounded and still be compared with another.
+    """
+
+    def __init__(self, keep: int | None = None) -> None:
+        if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int)
+                                 or keep < 0):
+            raise ValueError(f"trace keep must be None or an int >= 0, not {keep!r}")
+        self._keep = keep
+        self._pending: list[_Event] = []
+        self._kept: deque[_Event] = deque(maxlen=keep)
+        self._hash = hashlib.sha256()
+        self._folded = 0
 
     def record(self, time_ns: int, host: str, process: str, op: str, path: str,
                outcome: str, rpcs: tuple[str, ...] = ()) -> None:
-        self._events.append((time_ns, host, process, op, path, outcome, rpcs))
+        pending = self._pending
+        pending.append((time_ns, host, process, op, path, outcome, rpcs))
+        if len(pending) >= _FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        pending = self._pending
+        self._hash.update("".join(map(_canonical_line, pending)).encode())
+        self._folded += len(pending)
+        self._kept.extend(pending)
+        pending.clear()
 
     def __len__(self) -> int:
-        return len(self._events)
+        """Events recorded in the whole run (kept or not)."""
+        return self._folded + len(self._pending)
+
+    @property
+    def dropped(self) -> int:
+        """Events recorded but no longer kept (0 unless ``keep`` was set)."""
+        return len(self) - len(self._retained())
+
+    def _retained(self) -> list[_Event]:
+        events = list(self._kept)
+        events.extend(self._pending)
+        if self._keep is not None and len(events) > self._keep:
+            events = events[len(events) - self._keep:]
+        return events
 
     def __iter__(self) -> Iterator[TraceEvent]:
-        return (TraceEvent(*event) for event in self._events)
+        return (TraceEvent(*event) for event in self._retained())
 
     def __getitem__(self, index: int) -> TraceEvent:
-        return TraceEvent(*self._events[index])
+        """The kept event at ``index`` (negative indices count from the last)."""
+        return TraceEvent(*self._retained()[index])
 
     def select(self, *, host: str | None = None, process: str | None = None,
                op: str | None = None, path: str | None = None) -> list[TraceEvent]:
-        """The events matching every given field."""
+        """The kept events matching every given field."""
         return [event for event in self
                 if (host is None or event.host == host)
                 and (process is None or event.process == process)
@@ -65,18 +120,18 @@ class Trace:
                 and (path is None or event.path == path)]
 
     def canonical(self) -> str:
-        """One line per event, every field exact (times in integer ns)."""
-        return "\n".join(
-            f"{t}|{host}|{process}|{op}|{path}|{outcome}|{','.join(rpcs)}"
-            for t, host, process, op, path, outcome, rpcs in self._events)
+        """One line per kept event, every field exact (times in integer ns)."""
+        return "".join(map(_canonical_line, self._retained()))
 
     def digest(self) -> str:
-        """sha256 of the canonical form: equal runs have equal digests."""
-        return hashlib.sha256(self.canonical().encode()).hexdigest()
+        """sha256 over every event's canonical line: equal runs have equal digests."""
+        running = self._hash.copy()
+        running.update("".join(map(_canonical_line, self._pending)).encode())
+        return running.hexdigest()
 
     def format(self, limit: int | None = None) -> str:
-        """A readable listing, one event per line (the last ``limit`` if given)."""
-        events = list(self)
+        """A readable listing, one kept event per line (the last ``limit`` if given)."""
+        events = self._retained()
         if limit is not None:
-            events = events[-limit:]
-        return "\n".join(event.format() for event in events)
+            events = events[-limit:] if limit else []
+        return "\n".join(TraceEvent(*event).format() for event in events)

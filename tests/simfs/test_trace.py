@@ -1,0 +1,69 @@
+"""The trace: a running digest over the whole run, and a bounded view of it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from simfs import World
+
+POLLS = 6_000  # > 2 fold batches of 4,096, so the running hash is exercised
+
+
+def _pollers(keep: int | None, seed: int = 3) -> World:
+    world = World(seed=seed, trace_keep=keep)
+    world.server.mkdir("/shared/d")
+    for name in ("a", "b"):
+        host = world.host(name)
+
+        def poll() -> None:
+            for _ in range(POLLS // 2):
+                os.path.exists("/shared/d/marker")
+                time.sleep(0.1)
+
+        world.spawn(host, poll)
+    world.run()
+    return world
+
+
+def test_a_bounded_trace_has_the_digest_and_length_of_the_full_one():
+    full = _pollers(keep=None)
+    bounded = _pollers(keep=50)
+    assert len(bounded.trace) == len(full.trace) > POLLS
+    assert bounded.trace.digest() == full.trace.digest()
+    assert list(bounded.trace) == list(full.trace)[-50:]
+    assert bounded.trace.dropped == len(full.trace) - 50
+    assert full.trace.dropped == 0
+
+
+def test_the_running_digest_still_tells_different_runs_apart():
+    assert _pollers(keep=10, seed=3).trace.digest() != _pollers(keep=10, seed=4).trace.digest()
+
+
+def test_a_digest_read_mid_run_does_not_change_the_final_one():
+    world = World(seed=1)
+    world.server.mkdir("/shared/d")
+    host = world.host("a")
+
+    def poll() -> None:
+        for _ in range(5_000):
+            os.path.exists("/shared/d/x")
+            time.sleep(0.1)
+
+    world.spawn(host, poll)
+    world.run(until=200.0)
+    early = world.trace.digest()
+    world.run()
+    reference = World(seed=1)
+    reference.server.mkdir("/shared/d")
+    reference.spawn(reference.host("a"), poll)
+    reference.run()
+    assert early != world.trace.digest() == reference.trace.digest()
+
+
+@pytest.mark.parametrize("keep", [-1, 1.5, True])
+def test_a_bad_trace_keep_is_named(keep):
+    with pytest.raises(ValueError, match="trace keep must be None or an int >= 0"):
+        World(trace_keep=keep)
