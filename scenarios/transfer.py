@@ -1,0 +1,455 @@
+"""Seed 003: parallel transfers that depend on each other's directories.
+
+The seed ran five transfers at once to a host 240 ms away: tokenized data
+(tar), the weights (tar, whose remote side ran ``mkdir -p
+models/Qwen3.6-27B-DFlash``), the config (``cat > models/.../config.json``),
+a repository clone and a frequency file (scp).  When the config's pipe
+opened its file before the weights' pipe made the directory, it failed with
+ENOENT; the fix re-ran it once the weights were done and checked sizes with
+``ls -lh``.  The destination here is a tree shared over NFS by three hosts:
+
+- ``receiver``: where the seed's ssh sessions land (the seed's UK host);
+- ``second``: another client of the export, where the config's pipe and its
+  retry land in the ``other`` rows;
+- ``consumer``: the trainer, which watches the final names during the
+  transfers (a torn file visible under its final name) and checks every
+  file at the end (``reference.transfer.verify``).
+
+Variants (rows; ``retry_host`` says where the config transfer and its retry
+run, relative to the host that makes the directory):
+
+- ``naive``: the seed's parallel run, no retry.
+- ``seed-fix``: the seed's run, then the config's pipe once more when it
+  failed, after all the others are done; on the ``same`` host (the seed) or
+  on the ``other``.  From the other host, a retry within acdirmin of its
+  failed lookup meets its own cached negative entry: ENOENT although the
+  directory is on the server (DESIGN §3.5; the NFS model, not this module,
+  decides that).
+- ``reference``: ``reference.transfer.transfer_all``: explicit parents,
+  writer-unique temps renamed into place, bounded retries.
+
+The link model: a pipe's remote end starts ``handshake_rtts`` round trips
+after the shell started it (ssh set-up), each round trip ``rtt_s`` give or
+take ``rtt_jitter``; the shell starts the pipes ``launch_stagger_s`` apart in
+the seed's order; a file takes its size over ``bandwidth`` seconds.  With a
+long RTT the set-up jitter outweighs the stagger and the config's pipe often
+wins the race; with a short one the weights' pipe, started first, is first.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ._base import (
+    Backend,
+    Param,
+    ProcessSpec,
+    Progress,
+    Scenario,
+    ScenarioError,
+    ScenarioResult,
+    Session,
+    Variant,
+    combine_digests,
+    format_table,
+)
+from ._transfer_sim import (
+    MAKES_PARENTS,
+    SEED_TRANSFERS,
+    TRANSFERS,
+    check_tree,
+    clear_base,
+    file_seconds,
+    prepare_tree,
+    reference_transfers,
+    seed_pipe,
+    seed_retry,
+    watch_final_names,
+)
+
+__all__ = [
+    "TRANSFERS",
+    "TransferInvariantViolated",
+    "TransferSeed",
+    "TrialPlan",
+    "TrialRun",
+    "check_trial",
+    "link_plan",
+    "run_trial",
+    "trial_plans",
+]
+
+HOSTS = ("receiver", "second", "consumer")
+RETRY_HOSTS = {"same": "receiver", "other": "second"}
+GROUPS = (("naive", "none"), ("seed-fix", "same"), ("seed-fix", "other"),
+          ("reference", "same"), ("reference", "other"))
+BASE = "transfer"
+# The tree is made a second before the pipes start: the seed made it in an
+# earlier command, and a directory made moments before a lookup follows a
+# rule of its own (DESIGN §3.5, last measured case) that is not this seed's.
+LAUNCH_AFTER_PREPARE_S = 1.0
+
+
+# -- what may vary in one trial -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrialPlan:
+    """Everything that varies between trials: which transfers, the link's delays, hosts.
+
+    Args:
+        transfers: which of the seed's five transfers run, in the seed's order.
+        opens_at: per transfer, seconds from the trial's start until its
+            remote end starts writing (its ssh session is up).
+        retry_opens_at: the same for the seed's retry, from when it starts.
+        bandwidth: bytes per second one stream carries.
+        config_host: ``receiver`` or ``second``: where the config's transfer
+            (and the seed's retry of it) runs.
+        watch_poll: seconds between the consumer's looks at the final names;
+            None: nobody watches.
+
+    Raises:
+        ValueError: naming the field and what it must be.
+    """
+
+    transfers: tuple[str, ...]
+    opens_at: tuple[float, ...]
+    retry_opens_at: float
+    bandwidth: float
+    config_host: str = "receiver"
+    watch_poll: float | None = 1.0
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.transfers if name not in TRANSFERS]
+        if unknown or list(self.transfers) != sorted(set(self.transfers), key=TRANSFERS.index):
+            raise ValueError(f"transfers must be distinct names of {TRANSFERS} in that "
+                             f"order, not {self.transfers!r}")
+        if len(self.opens_at) != len(self.transfers) or any(t < 0 for t in self.opens_at):
+            raise ValueError(f"opens_at needs one time >= 0 per transfer, not "
+                             f"{self.opens_at!r}")
+        if self.retry_opens_at < 0:
+            raise ValueError(f"retry_opens_at must be >= 0, not {self.retry_opens_at!r}")
+        if self.bandwidth <= 0:
+            raise ValueError(f"bandwidth must be > 0 bytes/s, not {self.bandwidth!r}")
+        if self.config_host not in RETRY_HOSTS.values():
+            raise ValueError(f"config_host must be one of {sorted(RETRY_HOSTS.values())}, "
+                             f"not {self.config_host!r}")
+        if self.watch_poll is not None and self.watch_poll <= 0:
+            raise ValueError(f"watch_poll must be > 0 seconds or None, not {self.watch_poll!r}")
+
+    def host_of(self, name: str) -> str:
+        return self.config_host if name == "config" else "receiver"
+
+    def seconds(self, name: str) -> float:
+        """When transfer ``name`` would be done, undisturbed."""
+        opens = self.opens_at[self.transfers.index(name)]
+        return opens + sum(file_seconds(size, self.bandwidth)
+                           for _, size in SEED_TRANSFERS[name])
+
+    @property
+    def horizon(self) -> float:
+        """Seconds by which every transfer is done, undisturbed."""
+        return max((self.seconds(name) for name in self.transfers), default=0.0)
+
+
+def link_plan(rng: random.Random, params: dict[str, Any], config_host: str = "receiver"
+              ) -> TrialPlan:
+    """One trial of the seed's five transfers over the link ``params`` describe."""
+
+    def session_up(started: float) -> float:
+        trips = sum(params["rtt_s"] * rng.uniform(1 - params["rtt_jitter"],
+                                                  1 + params["rtt_jitter"])
+                    for _ in range(params["handshake_rtts"]))
+        return float(started + trips)
+
+    opens = tuple(session_up(LAUNCH_AFTER_PREPARE_S + index * params["launch_stagger_s"])
+                  for index in range(len(TRANSFERS)))
+    return TrialPlan(TRANSFERS, opens, session_up(0.0), params["bandwidth"], config_host,
+                     params["watch_poll"])
+
+
+GRID_S = 0.01
+
+
+def trial_plans(*, watch: bool) -> Any:
+    """A Hypothesis strategy of trials: a subset of the transfers, delays on a grid.
+
+    The config's pipe presumes the directory the weights' pipe makes (the
+    seed's hidden dependency), so a plan with the config has the weights.
+    Session set-ups are 0-1 s on a 10 ms grid, so two pipes opening at the
+    same instant is common and the schedule decides which goes first.
+    """
+    from hypothesis import strategies as st
+
+    @st.composite
+    def plans(draw: st.DrawFn) -> TrialPlan:
+        chosen = [name for name in TRANSFERS if draw(st.booleans())]
+        if "config" in chosen and "weights" not in chosen:
+            chosen = sorted({*chosen, "weights"}, key=TRANSFERS.index)
+        opens = tuple(GRID_S * draw(st.integers(0, 100)) for _ in chosen)
+        retry = GRID_S * draw(st.integers(0, 100))
+        bandwidth = draw(st.sampled_from((1e9, 125e6, 25e6)))
+        host = draw(st.sampled_from(("receiver", "second")))
+        poll = draw(st.sampled_from((1.0, 0.25))) if watch else None
+        return TrialPlan(tuple(chosen), opens, retry, bandwidth, host, poll)
+
+    return plans()
+
+
+# -- one trial ---------------------------------------------------------------------------------
+
+
+@dataclass
+class TrialRun:
+    """What one trial showed, from the processes' own reports."""
+
+    variant: str
+    plan: TrialPlan
+    pipes: list[dict[str, Any]]
+    retry: dict[str, Any] | None
+    torn: list[list[Any]]
+    mismatches: list[list[str]]
+    seed: int = 0
+    choices: list[int] = field(default_factory=list)
+    digest: str = ""
+
+    @property
+    def enoent(self) -> list[str]:
+        """Transfers whose first attempt failed with ENOENT."""
+        found = [pipe["name"] for pipe in self.pipes if pipe.get("error") == "ENOENT"]
+        found += [error for pipe in self.pipes for error in pipe.get("errors", ())
+                  if error.startswith("ENOENT")]
+        return found
+
+    @property
+    def stale_enoent(self) -> bool:
+        """The retry failed with ENOENT while the directory was on the server."""
+        return self.retry is not None and self.retry["error"] == "ENOENT" and self.retry["stale"]
+
+    @property
+    def completed(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds from the shell starting the pipes to the last write (retry included)."""
+        reports = [*self.pipes, *([self.retry] if self.retry else [])]
+        if not reports:
+            return 0.0
+        launched = min(r["started"] for r in self.pipes) + LAUNCH_AFTER_PREPARE_S
+        return float(max(r["ended"] for r in reports) - launched)
+
+    def involved(self) -> tuple[str, ...]:
+        """The transfers behind the ENOENT: the one that failed, and who makes its directory."""
+        failed = [name for name in self.enoent if name in TRANSFERS]
+        makers = {maker for name in failed for maker in self.plan.transfers
+                  if MAKES_PARENTS[maker] and _shares_directory(maker, name)}
+        return tuple(sorted({*failed, *makers}, key=TRANSFERS.index))
+
+    def replay_line(self) -> str:
+        return (f"from scenarios.transfer import *; check_trial(run_trial({self.plan!r}, "
+                f"{self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
+
+
+def _shares_directory(maker: str, name: str) -> bool:
+    made = {path.rpartition("/")[0] for path, _ in SEED_TRANSFERS[maker]}
+    return any(path.rpartition("/")[0] in made for path, _ in SEED_TRANSFERS[name])
+
+
+def run_trial_in(session: Session, dest: str, plan: TrialPlan, variant: str) -> TrialRun:
+    """One trial in a session whose hosts keep their caches from trial to trial."""
+    if variant not in VARIANT_NAMES:
+        raise ScenarioError(f"unknown variant {variant!r}; variants: {', '.join(VARIANT_NAMES)}")
+    timeout = plan.horizon + plan.retry_opens_at + 120.0
+    session.run([ProcessSpec("receiver", prepare_tree, (dest,), "prepare")], timeout=60)
+    specs: list[ProcessSpec] = []
+    if variant == "reference":
+        for host in ("receiver", "second"):
+            names = [n for n in plan.transfers if plan.host_of(n) == host]
+            if names:
+                opens = [plan.opens_at[plan.transfers.index(n)] for n in names]
+                specs.append(ProcessSpec(host, reference_transfers,
+                                         (dest, names, opens, plan.bandwidth), f"ref-{host}"))
+    else:
+        specs = [ProcessSpec(plan.host_of(name), seed_pipe,
+                             (dest, name, opens, plan.bandwidth), name)
+                 for name, opens in zip(plan.transfers, plan.opens_at)]
+    if plan.watch_poll is not None:
+        specs.append(ProcessSpec("consumer", watch_final_names,
+                                 (dest, list(plan.transfers), plan.horizon, plan.watch_poll),
+                                 "consumer"))
+    results = session.run(specs, timeout=timeout)
+    watched = results.pop() if plan.watch_poll is not None else {"torn": []}
+    retry = None
+    if variant == "seed-fix" and any(r.get("name") == "config" and r["error"] == "ENOENT"
+                                     for r in results):
+        (retry,) = session.run([ProcessSpec(plan.config_host, seed_retry,
+                                            (dest, "config", plan.retry_opens_at,
+                                             plan.bandwidth), "retry")], timeout=timeout)
+    (mismatches,) = session.run([ProcessSpec("consumer", check_tree,
+                                             (dest, list(plan.transfers)), "check")],
+                                timeout=60)
+    return TrialRun(variant, plan, results, retry, watched["torn"], mismatches)
+
+
+def run_trial(plan: TrialPlan, variant: str, *, seed: int = 0,
+              chooser: Callable[[int], int] | Sequence[int] | None = None,
+              mount: str = "vers=3") -> TrialRun:
+    """One trial in a fresh world; ``chooser`` as for ``simfs.World`` (a replay: a list)."""
+    from ._sim import SimBackend, SimSession
+
+    backend = SimBackend() if chooser is None else SimBackend(chooser=chooser)
+    session = backend.session(dict.fromkeys(HOSTS, mount), seed)
+    try:
+        session.run([ProcessSpec("receiver", clear_base, (BASE,), "clear")], timeout=60)
+        run = run_trial_in(session, f"{BASE}/t0/dflash", plan, variant)
+        choices = session.world.choices if isinstance(session, SimSession) else []
+    finally:
+        digest = session.close()
+    run.seed, run.choices, run.digest = seed, choices, digest
+    return run
+
+
+class TransferInvariantViolated(AssertionError):
+    """A trial did not end with every file in place, whole, and never torn."""
+
+    def __init__(self, run: TrialRun, problem: str) -> None:
+        self.run = run
+        self.problem = problem
+        super().__init__(f"variant {run.variant!r}: {problem}\n"
+                         f"replay: python -c {run.replay_line()!r}")
+
+
+def check_trial(run: TrialRun) -> None:
+    """Raises: TransferInvariantViolated, naming what went wrong and how to replay it."""
+    if run.enoent:
+        raise TransferInvariantViolated(
+            run, f"ENOENT in {', '.join(run.enoent)}; transfers involved: "
+                 f"{', '.join(run.involved())}")
+    if run.stale_enoent:
+        raise TransferInvariantViolated(run, "the retry met a stale negative entry (ENOENT)")
+    if run.torn:
+        raise TransferInvariantViolated(run, f"torn file visible under its final name: "
+                                             f"{run.torn[0]}")
+    if run.mismatches:
+        raise TransferInvariantViolated(run, f"not in place: {run.mismatches}")
+
+
+# -- the experiment ---------------------------------------------------------------------------
+
+
+class TransferSeed(Scenario):
+    name: ClassVar[str] = "transfer"
+    seed_file: ClassVar[str] = "003_875fac220a975d0f.txt"
+    summary: ClassVar[str] = ("parallel transfers race for a directory one of them makes; "
+                              "fix: explicit parents, staged renames, verification")
+    has_trials: ClassVar[bool] = True
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("trials", 100, "trials per row (the link draws are paired across rows)", int,
+              minimum=1),
+        Param("rtt_s", 0.24, "round-trip time of the link, seconds (seed: 240 ms)",
+              minimum=0.0),
+        Param("rtt_jitter", 0.1, "each round trip is rtt_s times 1 +- this (assumed)",
+              minimum=0.0),
+        Param("handshake_rtts", 7, "round trips before a pipe's remote command runs "
+                                   "(TCP, ssh key exchange, auth, channel, exec; assumed)",
+              int, minimum=0),
+        Param("launch_stagger_s", 0.005, "seconds between the shell starting one pipe and "
+                                         "the next (assumed)", minimum=0.0),
+        Param("bandwidth", 125e6, "bytes/s per stream (not in the seed; 1 Gbit/s assumed)",
+              minimum=1.0),
+        Param("watch_poll", 1.0, "seconds between the consumer's looks at final names",
+              minimum=0.001),
+        Param("mount", "vers=3", "nfs(5) options of every host", str),
+    )
+    variants: ClassVar[tuple[Variant, ...]] = (
+        Variant("naive", "the seed's five pipes in parallel", buggy=True),
+        Variant("seed-fix", "the seed's run, then the config's pipe again once the others "
+                            "are done", buggy=True),
+        Variant("reference", "reference.transfer.transfer_all: explicit parents, staged "
+                             "renames, bounded retries", buggy=False),
+    )
+
+    def run(self, backend: Backend, seed: int, params: dict[str, Any],
+            progress: Progress) -> ScenarioResult:
+        if params["rtt_jitter"] >= 1:
+            raise ScenarioError(f"parameter rtt_jitter={params['rtt_jitter']!r}: a round "
+                                "trip cannot take no time; allowed: a float in [0, 1)")
+        rows: list[dict[str, Any]] = []
+        samples: dict[str, Any] = {}
+        digests: list[str] = []
+        for index, (variant, retry_host) in enumerate(GROUPS):
+            progress(f"transfer: {variant}, retry on {retry_host} host, "
+                     f"{params['trials']} trials")
+            config_host = RETRY_HOSTS.get(retry_host, "receiver")
+            session = backend.session(dict.fromkeys(HOSTS, params["mount"]),
+                                      seed=seed * 100 + index)
+            runs = []
+            try:
+                session.run([ProcessSpec("receiver", clear_base, (f"{BASE}/{index}",),
+                                         "clear")], timeout=60)
+                for trial in range(params["trials"]):
+                    plan = link_plan(random.Random(f"transfer:{seed}:{trial}"), params,
+                                     config_host)
+                    runs.append(run_trial_in(session, f"{BASE}/{index}/t{trial}/dflash", plan,
+                                             variant))
+            finally:
+                digests.append(session.close())
+            done = [run.wall_s for run in runs if run.completed]
+            rows.append({"variant": variant, "retry_host": retry_host,
+                         "rtt_s": params["rtt_s"], "trials": len(runs),
+                         "completed": len(done),
+                         "enoent": sum(bool(run.enoent) for run in runs),
+                         "stale_enoent": sum(run.stale_enoent for run in runs),
+                         "torn_visible": sum(bool(run.torn) for run in runs),
+                         "wall_virtual_s": round(statistics.median(done), 3) if done else None})
+            samples[f"{variant}/{retry_host}"] = {
+                "weights_done_s": [round(run.plan.seconds("weights"), 3) for run in runs],
+                "retries": sum(run.retry is not None for run in runs)}
+        return ScenarioResult(self.name, backend.name, seed, dict(params), rows,
+                              combine_digests(digests), samples)
+
+    def table(self, result: ScenarioResult) -> str:
+        params = result.params
+        weights = file_seconds(SEED_TRANSFERS["weights"][0][1], params["bandwidth"])
+        lines = [f"transfer (seed {self.seed_file}): five pipes in parallel over a "
+                 f"{params['rtt_s'] * 1000:g} ms link ({params['handshake_rtts']} round trips "
+                 f"+-{params['rtt_jitter'] * 100:g}% to open, started "
+                 f"{params['launch_stagger_s'] * 1000:g} ms apart, "
+                 f"{params['bandwidth'] / 1e6:g} MB/s per stream: the weights take "
+                 f"{weights:.1f} s); mount {params['mount']!r}; backend {result.backend}",
+                 "  retry_host: where the config's transfer and its retry run (same: the "
+                 "host that makes the directory; other: another client)", "",
+                 format_table(("variant", "retry_host", "trials", "completed", "enoent",
+                               "stale_enoent", "torn_visible", "wall (median)"),
+                              [(row["variant"], row["retry_host"], row["trials"],
+                                row["completed"], row["enoent"], row["stale_enoent"],
+                                row["torn_visible"],
+                                "-" if row["wall_virtual_s"] is None
+                                else f"{row['wall_virtual_s']:.2f} s")
+                               for row in result.rows])]
+        return "\n".join(lines)
+
+    def check(self, result: ScenarioResult) -> list[str]:
+        """The reference always completes cleanly; the seed's fix never goes stale on
+        the host that made the directory, and completes there."""
+        problems = []
+        for row in result.rows:
+            label = f"{row['variant']}/{row['retry_host']}"
+            if row["variant"] == "reference" and (
+                    row["completed"] != row["trials"] or row["enoent"] or row["stale_enoent"]
+                    or row["torn_visible"]):
+                problems.append(f"{label}: expected every trial completed, no ENOENT and "
+                                f"nothing torn; got {row}")
+            if (row["variant"], row["retry_host"]) == ("seed-fix", "same") and (
+                    row["stale_enoent"] or row["completed"] != row["trials"]):
+                problems.append(f"{label}: a retry on the directory's own host must work; "
+                                f"got {row}")
+        return problems
+
+
+VARIANT_NAMES = tuple(variant.name for variant in TransferSeed.variants)
