@@ -41,7 +41,7 @@ from pathlib import Path, PurePosixPath
 
 import blake3
 
-from .fs import StrPath, ensure_dir, fsync_directory, revalidate, writer_unique_name
+from .fs import StrPath, ensure_dir, fsync_directory, revalidate_ancestors, writer_unique_name
 
 _DIGEST = re.compile(r"^[0-9a-f]{64}$")
 _READ_SIZE = 1 << 20
@@ -388,7 +388,7 @@ def verify(root: StrPath, artefacts: Iterable[Artefact]) -> list[Mismatch]:
     for artefact in artefacts:
         for entry in artefact.files:
             path = Path(root) / entry.path
-            revalidate(path)
+            revalidate_ancestors(path)
             hasher = blake3.blake3()
             size = 0
             try:

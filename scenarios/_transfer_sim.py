@@ -24,7 +24,7 @@ from typing import Any
 
 import blake3
 
-from reference.fs import revalidate
+from reference.fs import revalidate_ancestors
 from reference.transfer import Artefact, FileEntry, Retry, transfer_all, verify
 
 MODEL_DIR = "models/Qwen3.6-27B-DFlash"
@@ -113,7 +113,7 @@ def watch_final_names(root: str, dest: str, names: Sequence[str], until: float,
     while pending:
         for path, expected in list(pending.items()):
             target = Path(root) / dest / path
-            revalidate(target)
+            revalidate_ancestors(target)
             try:
                 with open(target, "rb") as handle:
                     seen = handle.read()
@@ -179,7 +179,7 @@ def seed_retry(root: str, dest: str, name: str, opens_at: float, bandwidth: floa
     if result["error"] == "ENOENT":
         (path, _), *_ = SEED_TRANSFERS[name]
         target = Path(root) / dest / path
-        revalidate(target)
+        revalidate_ancestors(target)
         result["stale"] = target.parent.is_dir()
     return result
 
