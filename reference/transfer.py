@@ -29,11 +29,11 @@ disk, on a real NFS mount and inside a simfs world.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import errno
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -332,32 +332,41 @@ def transfer_all(root: StrPath, artefacts: Sequence[Artefact], source: Source, *
         raise ValueError(f"max_parallel must be >= 1, not {max_parallel!r}")
     ordered = check_plan(artefacts)
     reports: dict[str, ArtefactReport] = {}
-    pending = list(ordered)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max_parallel,
-                                               thread_name_prefix="transfer") as pool:
-        running: dict[concurrent.futures.Future[ArtefactReport], str] = {}
-        while pending or running:
-            for artefact in list(pending):
-                states = [reports[d].status if d in reports else "pending"
-                          for d in artefact.depends_on]
-                blocked = [d for d, s in zip(artefact.depends_on, states)
-                           if s in ("failed", "skipped")]
-                if blocked:
-                    reports[artefact.name] = ArtefactReport(
-                        artefact.name, "skipped",
-                        error=f"not started: dependency {blocked[0]!r} "
-                              f"{reports[blocked[0]].status}")
-                    pending.remove(artefact)
-                elif all(state == "done" for state in states):
-                    running[pool.submit(transfer_artefact, root, artefact, source, retry=retry,
-                                        sleep=sleep)] = artefact.name
-                    pending.remove(artefact)
-            if not running:
-                break  # in plan order, a pass leaves nothing pending and idle
-            finished, _ = concurrent.futures.wait(
-                running, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in finished:
-                reports[running.pop(future)] = future.result()
+    finished = {artefact.name: threading.Event() for artefact in ordered}
+    slots = threading.BoundedSemaphore(max_parallel)
+    unexpected: list[BaseException] = []
+
+    def run(artefact: Artefact) -> None:
+        try:
+            for dependency in artefact.depends_on:
+                finished[dependency].wait()
+            blocked = [d for d in artefact.depends_on if reports[d].status != "done"]
+            if blocked:
+                reports[artefact.name] = ArtefactReport(
+                    artefact.name, "skipped",
+                    error=f"not started: dependency {blocked[0]!r} "
+                          f"{reports[blocked[0]].status}")
+                return
+            with slots:
+                reports[artefact.name] = transfer_artefact(root, artefact, source, retry=retry,
+                                                           sleep=sleep)
+        except BaseException as error:  # a bug in a source: fail loudly in the caller
+            unexpected.append(error)
+            reports[artefact.name] = ArtefactReport(artefact.name, "failed",
+                                                    error=_describe(error))
+        finally:
+            finished[artefact.name].set()
+
+    # One thread per artefact, started in dependency order, at most
+    # max_parallel of them transferring at once.
+    threads = [threading.Thread(target=run, args=(artefact,), name=f"transfer-{artefact.name}")
+               for artefact in ordered]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if unexpected:
+        raise unexpected[0]
     report = TransferReport([reports[artefact.name] for artefact in artefacts])
     if verify_after:
         report.mismatches = verify(root, [a for a in artefacts

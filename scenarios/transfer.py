@@ -88,10 +88,11 @@ RETRY_HOSTS = {"same": "receiver", "other": "second"}
 GROUPS = (("naive", "none"), ("seed-fix", "same"), ("seed-fix", "other"),
           ("reference", "same"), ("reference", "other"))
 BASE = "transfer"
-# The tree is made a second before the pipes start: the seed made it in an
-# earlier command, and a directory made moments before a lookup follows a
-# rule of its own (DESIGN §3.5, last measured case) that is not this seed's.
-LAUNCH_AFTER_PREPARE_S = 1.0
+# The tree is made a second before the pipes start by default: the seed made
+# it in an earlier command, and a directory made moments before a lookup
+# follows a rule of its own (DESIGN §3.5, last measured case) that is not
+# this seed's.
+PREPARE_GAP_S = 1.0
 
 
 # -- what may vary in one trial -----------------------------------------------------------
@@ -103,9 +104,11 @@ class TrialPlan:
 
     Args:
         transfers: which of the seed's five transfers run, in the seed's order.
-        opens_at: per transfer, seconds from the trial's start until its
-            remote end starts writing (its ssh session is up).
+        opens_at: per transfer, seconds from the shell starting the pipes
+            until its remote end starts writing (its ssh session is up).
         retry_opens_at: the same for the seed's retry, from when it starts.
+        launch_s: seconds from the trial's start (the tree just made) to the
+            shell starting the pipes.
         bandwidth: bytes per second one stream carries.
         config_host: ``receiver`` or ``second``: where the config's transfer
             (and the seed's retry of it) runs.
@@ -122,6 +125,7 @@ class TrialPlan:
     bandwidth: float
     config_host: str = "receiver"
     watch_poll: float | None = 1.0
+    launch_s: float = PREPARE_GAP_S
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.transfers if name not in TRANSFERS]
@@ -131,8 +135,9 @@ class TrialPlan:
         if len(self.opens_at) != len(self.transfers) or any(t < 0 for t in self.opens_at):
             raise ValueError(f"opens_at needs one time >= 0 per transfer, not "
                              f"{self.opens_at!r}")
-        if self.retry_opens_at < 0:
-            raise ValueError(f"retry_opens_at must be >= 0, not {self.retry_opens_at!r}")
+        if self.retry_opens_at < 0 or self.launch_s < 0:
+            raise ValueError(f"retry_opens_at and launch_s must be >= 0, not "
+                             f"{self.retry_opens_at!r} and {self.launch_s!r}")
         if self.bandwidth <= 0:
             raise ValueError(f"bandwidth must be > 0 bytes/s, not {self.bandwidth!r}")
         if self.config_host not in RETRY_HOSTS.values():
@@ -145,15 +150,20 @@ class TrialPlan:
         return self.config_host if name == "config" else "receiver"
 
     def seconds(self, name: str) -> float:
-        """When transfer ``name`` would be done, undisturbed."""
+        """When transfer ``name`` would be done, undisturbed, from the shell's start."""
         opens = self.opens_at[self.transfers.index(name)]
         return opens + sum(file_seconds(size, self.bandwidth)
                            for _, size in SEED_TRANSFERS[name])
 
+    def opens_from_start(self, name: str) -> float:
+        """When ``name``'s remote end starts writing, from the trial's start."""
+        return self.launch_s + self.opens_at[self.transfers.index(name)]
+
     @property
     def horizon(self) -> float:
-        """Seconds by which every transfer is done, undisturbed."""
-        return max((self.seconds(name) for name in self.transfers), default=0.0)
+        """Seconds from the trial's start by which every transfer is done, undisturbed."""
+        return self.launch_s + max((self.seconds(name) for name in self.transfers),
+                                   default=0.0)
 
 
 def link_plan(rng: random.Random, params: dict[str, Any], config_host: str = "receiver"
@@ -166,10 +176,10 @@ def link_plan(rng: random.Random, params: dict[str, Any], config_host: str = "re
                     for _ in range(params["handshake_rtts"]))
         return float(started + trips)
 
-    opens = tuple(session_up(LAUNCH_AFTER_PREPARE_S + index * params["launch_stagger_s"])
+    opens = tuple(session_up(index * params["launch_stagger_s"])
                   for index in range(len(TRANSFERS)))
     return TrialPlan(TRANSFERS, opens, session_up(0.0), params["bandwidth"], config_host,
-                     params["watch_poll"])
+                     params["watch_poll"], params["prepare_gap_s"])
 
 
 GRID_S = 0.01
@@ -240,7 +250,7 @@ class TrialRun:
         reports = [*self.pipes, *([self.retry] if self.retry else [])]
         if not reports:
             return 0.0
-        launched = min(r["started"] for r in self.pipes) + LAUNCH_AFTER_PREPARE_S
+        launched = min(r["started"] for r in self.pipes) + self.plan.launch_s
         return float(max(r["ended"] for r in reports) - launched)
 
     def involved(self) -> tuple[str, ...]:
@@ -271,13 +281,13 @@ def run_trial_in(session: Session, dest: str, plan: TrialPlan, variant: str) -> 
         for host in ("receiver", "second"):
             names = [n for n in plan.transfers if plan.host_of(n) == host]
             if names:
-                opens = [plan.opens_at[plan.transfers.index(n)] for n in names]
+                opens = [plan.opens_from_start(n) for n in names]
                 specs.append(ProcessSpec(host, reference_transfers,
                                          (dest, names, opens, plan.bandwidth), f"ref-{host}"))
     else:
         specs = [ProcessSpec(plan.host_of(name), seed_pipe,
-                             (dest, name, opens, plan.bandwidth), name)
-                 for name, opens in zip(plan.transfers, plan.opens_at)]
+                             (dest, name, plan.opens_from_start(name), plan.bandwidth), name)
+                 for name in plan.transfers]
     if plan.watch_poll is not None:
         specs.append(ProcessSpec("consumer", watch_final_names,
                                  (dest, list(plan.transfers), plan.horizon, plan.watch_poll),
@@ -362,6 +372,8 @@ class TransferSeed(Scenario):
                                          "the next (assumed)", minimum=0.0),
         Param("bandwidth", 125e6, "bytes/s per stream (not in the seed; 1 Gbit/s assumed)",
               minimum=1.0),
+        Param("prepare_gap_s", PREPARE_GAP_S, "seconds between making the destination "
+                                              "tree and starting the pipes", minimum=0.0),
         Param("watch_poll", 1.0, "seconds between the consumer's looks at final names",
               minimum=0.001),
         Param("mount", "vers=3", "nfs(5) options of every host", str),

@@ -371,3 +371,11 @@ def test_revalidating_every_ancestor_finds_a_file_whose_grandparent_was_cached_a
     every_level = world.spawn(b, look, revalidate_ancestors)
     world.run()
     assert (two_levels.result(), every_level.result()) == (False, True)
+
+
+def test_a_source_that_raises_something_else_fails_loudly_in_the_caller(tmp_path):
+    def broken(artefact, entry):
+        raise ValueError("a bug in the link code")
+
+    with pytest.raises(ValueError, match="a bug in the link code"):
+        transfer_all(tmp_path, _seed_like(), broken)
