@@ -190,3 +190,21 @@ def test_on_real_mounts_each_host_runs_plain_processes_on_its_own_root(tmp_path)
         assert rows[("reference", host)]["torn_visible"] == 0
     config = tmp_path / "transfer/3/t0/dflash/models/Qwen3.6-27B-DFlash/config.json"
     assert config.read_bytes().startswith(b"models/Qwen3.6-27B-DFlash/config.json\n")
+
+
+def test_fidelity_flags_the_other_hosts_stale_retry_on_a_filesystem_without_nfs_caches(
+        tmp_path):
+    # A local disk has no negative entries: the retry from the other host
+    # cannot meet one, so the model's "stale" row must be flagged.
+    from scenarios._fidelity import run_fidelity
+    from scenarios._real import RealBackend
+
+    mounts = {host: str(tmp_path) for host in ("receiver", "second", "consumer")}
+    params = TransferSeed.resolve_params(
+        {"rtt_s": "0.01", "rtt_jitter": "0.9", "launch_stagger_s": "0", "bandwidth": "1e15",
+         "prepare_gap_s": "0", "watch_poll": "0.01"}, trials=1)
+    table, flags = run_fidelity(TransferSeed(), SimBackend(), RealBackend(mounts,
+                                                                          verify_nfs=False),
+                                0, params, lambda message: None)
+    assert any(flag.startswith("seed-fix/other: outcome stale vs ") for flag in flags), flags
+    assert "stale/" in table
