@@ -232,7 +232,8 @@ class TrialRun:
 
     @property
     def enoent(self) -> list[str]:
-        """Transfers whose first attempt failed with ENOENT."""
+        """The seed's pipes that failed with ENOENT, and the reference's ENOENT errors
+        (each ``"ENOENT (path)"``, retried or not)."""
         found = [pipe["name"] for pipe in self.pipes if pipe.get("error") == "ENOENT"]
         found += [error for pipe in self.pipes for error in pipe.get("errors", ())
                   if error.startswith("ENOENT")]
