@@ -1,4 +1,5 @@
-"""The seed-003 transfers as processes: the seed's pipes, its retry, and the reference.
+"""The seed-003 transfers as processes (the seed's pipes, its retry, the reference),
+and the runner of one trial that spawns them and collects what they saw.
 
 Every function here that a scenario spawns is plain code taking its host's
 mount point of the export (``root``) first, and plain JSON-able arguments
@@ -18,14 +19,24 @@ import errno
 import os
 import shutil
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import blake3
 
 from reference.fs import revalidate_ancestors
 from reference.transfer import Artefact, FileEntry, Retry, transfer_all, verify
+
+from ._base import ProcessSpec, ScenarioError, Session
+
+if TYPE_CHECKING:
+    from .transfer import TrialPlan
+
+HOSTS = ("receiver", "second", "consumer")
+VARIANTS = ("naive", "seed-fix", "reference")
+BASE = "transfer"
 
 MODEL_DIR = "models/Qwen3.6-27B-DFlash"
 # The seed's five transfers: (destination path under dflash/, size in bytes).
@@ -208,3 +219,143 @@ def reference_transfers(root: str, dest: str, names: Sequence[str],
     failed = [a.error for a in report.artefacts if a.status != "done"]
     return {"names": list(names), "started": start, "ended": time.time(),
             "errors": errors, "failed": failed}
+
+
+# -- one trial: the processes of one run, and what they showed ------------------------------
+
+
+@dataclass
+class TrialRun:
+    """What one trial showed, from the processes' own reports."""
+
+    variant: str
+    plan: TrialPlan
+    pipes: list[dict[str, Any]]
+    retry: dict[str, Any] | None
+    torn: list[list[Any]]
+    mismatches: list[list[str]]
+    seed: int = 0
+    choices: list[int] = field(default_factory=list)
+    digest: str = ""
+
+    @property
+    def enoent(self) -> list[str]:
+        """The seed's pipes that failed with ENOENT, and the reference's ENOENT errors
+        (each ``"ENOENT (path)"``, retried or not)."""
+        found = [pipe["name"] for pipe in self.pipes if pipe.get("error") == "ENOENT"]
+        found += [error for pipe in self.pipes for error in pipe.get("errors", ())
+                  if error.startswith("ENOENT")]
+        return found
+
+    @property
+    def stale_enoent(self) -> bool:
+        """The retry failed with ENOENT while the directory was on the server."""
+        return self.retry is not None and self.retry["error"] == "ENOENT" and self.retry["stale"]
+
+    @property
+    def completed(self) -> bool:
+        return not self.mismatches
+
+    @property
+    def wall_s(self) -> float:
+        """Seconds from the shell starting the pipes to the last write (retry included)."""
+        reports = [*self.pipes, *([self.retry] if self.retry else [])]
+        if not reports:
+            return 0.0
+        launched = min(r["started"] for r in self.pipes) + self.plan.launch_s
+        return float(max(r["ended"] for r in reports) - launched)
+
+    def involved(self) -> tuple[str, ...]:
+        """The transfers behind the ENOENT: the one that failed, and who makes its directory."""
+        failed = [name for name in self.enoent if name in TRANSFERS]
+        makers = {maker for name in failed for maker in self.plan.transfers
+                  if MAKES_PARENTS[maker] and _shares_directory(maker, name)}
+        return tuple(sorted({*failed, *makers}, key=TRANSFERS.index))
+
+    def replay_line(self) -> str:
+        return (f"from scenarios.transfer import *; check_trial(run_trial({self.plan!r}, "
+                f"{self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
+
+
+def _shares_directory(maker: str, name: str) -> bool:
+    made = {path.rpartition("/")[0] for path, _ in SEED_TRANSFERS[maker]}
+    return any(path.rpartition("/")[0] in made for path, _ in SEED_TRANSFERS[name])
+
+
+def run_trial_in(session: Session, dest: str, plan: TrialPlan, variant: str) -> TrialRun:
+    """One trial in a session whose hosts keep their caches from trial to trial."""
+    if variant not in VARIANTS:
+        raise ScenarioError(f"unknown variant {variant!r}; variants: {', '.join(VARIANTS)}")
+    timeout = plan.horizon + plan.retry_opens_at + 120.0
+    session.run([ProcessSpec("receiver", prepare_tree, (dest,), "prepare")], timeout=60)
+    specs: list[ProcessSpec] = []
+    if variant == "reference":
+        for host in ("receiver", "second"):
+            names = [n for n in plan.transfers if plan.host_of(n) == host]
+            if names:
+                opens = [plan.opens_from_start(n) for n in names]
+                specs.append(ProcessSpec(host, reference_transfers,
+                                         (dest, names, opens, plan.bandwidth), f"ref-{host}"))
+    else:
+        specs = [ProcessSpec(plan.host_of(name), seed_pipe,
+                             (dest, name, plan.opens_from_start(name), plan.bandwidth), name)
+                 for name in plan.transfers]
+    if plan.watch_poll is not None:
+        specs.append(ProcessSpec("consumer", watch_final_names,
+                                 (dest, list(plan.transfers), plan.horizon, plan.watch_poll),
+                                 "consumer"))
+    results = session.run(specs, timeout=timeout)
+    watched = results.pop() if plan.watch_poll is not None else {"torn": []}
+    retry = None
+    if variant == "seed-fix" and any(r.get("name") == "config" and r["error"] == "ENOENT"
+                                     for r in results):
+        (retry,) = session.run([ProcessSpec(plan.config_host, seed_retry,
+                                            (dest, "config", plan.retry_opens_at,
+                                             plan.bandwidth), "retry")], timeout=timeout)
+    (mismatches,) = session.run([ProcessSpec("consumer", check_tree,
+                                             (dest, list(plan.transfers)), "check")],
+                                timeout=60)
+    return TrialRun(variant, plan, results, retry, watched["torn"], mismatches)
+
+
+def run_trial(plan: TrialPlan, variant: str, *, seed: int = 0,
+              chooser: Callable[[int], int] | Sequence[int] | None = None,
+              mount: str = "vers=3") -> TrialRun:
+    """One trial in a fresh world; ``chooser`` as for ``simfs.World`` (a replay: a list)."""
+    from ._sim import SimBackend, SimSession
+
+    backend = SimBackend() if chooser is None else SimBackend(chooser=chooser)
+    session = backend.session(dict.fromkeys(HOSTS, mount), seed)
+    try:
+        session.run([ProcessSpec("receiver", clear_base, (BASE,), "clear")], timeout=60)
+        run = run_trial_in(session, f"{BASE}/t0/dflash", plan, variant)
+        choices = session.world.choices if isinstance(session, SimSession) else []
+    finally:
+        digest = session.close()
+    run.seed, run.choices, run.digest = seed, choices, digest
+    return run
+
+
+class TransferInvariantViolated(AssertionError):
+    """A trial did not end with every file in place, whole, and never torn."""
+
+    def __init__(self, run: TrialRun, problem: str) -> None:
+        self.run = run
+        self.problem = problem
+        super().__init__(f"variant {run.variant!r}: {problem}\n"
+                         f"replay: python -c {run.replay_line()!r}")
+
+
+def check_trial(run: TrialRun) -> None:
+    """Raises: TransferInvariantViolated, naming what went wrong and how to replay it."""
+    if run.enoent:
+        raise TransferInvariantViolated(
+            run, f"ENOENT in {', '.join(run.enoent)}; transfers involved: "
+                 f"{', '.join(run.involved())}")
+    if run.stale_enoent:
+        raise TransferInvariantViolated(run, "the retry met a stale negative entry (ENOENT)")
+    if run.torn:
+        raise TransferInvariantViolated(run, f"torn file visible under its final name: "
+                                             f"{run.torn[0]}")
+    if run.mismatches:
+        raise TransferInvariantViolated(run, f"not in place: {run.mismatches}")

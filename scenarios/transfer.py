@@ -40,8 +40,7 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ._base import (
@@ -53,23 +52,22 @@ from ._base import (
     Scenario,
     ScenarioError,
     ScenarioResult,
-    Session,
     Variant,
     combine_digests,
     format_table,
 )
 from ._transfer_sim import (
-    MAKES_PARENTS,
+    BASE,
+    HOSTS,
     SEED_TRANSFERS,
     TRANSFERS,
-    check_tree,
+    TransferInvariantViolated,
+    TrialRun,
+    check_trial,
     clear_base,
     file_seconds,
-    prepare_tree,
-    reference_transfers,
-    seed_pipe,
-    seed_retry,
-    watch_final_names,
+    run_trial,
+    run_trial_in,
 )
 
 __all__ = [
@@ -84,11 +82,9 @@ __all__ = [
     "trial_plans",
 ]
 
-HOSTS = ("receiver", "second", "consumer")
 RETRY_HOSTS = {"same": "receiver", "other": "second"}
 GROUPS = (("naive", "none"), ("seed-fix", "same"), ("seed-fix", "other"),
           ("reference", "same"), ("reference", "other"))
-BASE = "transfer"
 # The tree is made a second before the pipes start by default: the seed made
 # it in an earlier command, and a directory made moments before a lookup
 # follows a rule of its own (DESIGN §3.5, last measured case) that is not
@@ -211,146 +207,6 @@ def trial_plans(*, watch: bool) -> Any:
         return TrialPlan(tuple(chosen), opens, retry, bandwidth, host, poll)
 
     return plans()
-
-
-# -- one trial ---------------------------------------------------------------------------------
-
-
-@dataclass
-class TrialRun:
-    """What one trial showed, from the processes' own reports."""
-
-    variant: str
-    plan: TrialPlan
-    pipes: list[dict[str, Any]]
-    retry: dict[str, Any] | None
-    torn: list[list[Any]]
-    mismatches: list[list[str]]
-    seed: int = 0
-    choices: list[int] = field(default_factory=list)
-    digest: str = ""
-
-    @property
-    def enoent(self) -> list[str]:
-        """The seed's pipes that failed with ENOENT, and the reference's ENOENT errors
-        (each ``"ENOENT (path)"``, retried or not)."""
-        found = [pipe["name"] for pipe in self.pipes if pipe.get("error") == "ENOENT"]
-        found += [error for pipe in self.pipes for error in pipe.get("errors", ())
-                  if error.startswith("ENOENT")]
-        return found
-
-    @property
-    def stale_enoent(self) -> bool:
-        """The retry failed with ENOENT while the directory was on the server."""
-        return self.retry is not None and self.retry["error"] == "ENOENT" and self.retry["stale"]
-
-    @property
-    def completed(self) -> bool:
-        return not self.mismatches
-
-    @property
-    def wall_s(self) -> float:
-        """Seconds from the shell starting the pipes to the last write (retry included)."""
-        reports = [*self.pipes, *([self.retry] if self.retry else [])]
-        if not reports:
-            return 0.0
-        launched = min(r["started"] for r in self.pipes) + self.plan.launch_s
-        return float(max(r["ended"] for r in reports) - launched)
-
-    def involved(self) -> tuple[str, ...]:
-        """The transfers behind the ENOENT: the one that failed, and who makes its directory."""
-        failed = [name for name in self.enoent if name in TRANSFERS]
-        makers = {maker for name in failed for maker in self.plan.transfers
-                  if MAKES_PARENTS[maker] and _shares_directory(maker, name)}
-        return tuple(sorted({*failed, *makers}, key=TRANSFERS.index))
-
-    def replay_line(self) -> str:
-        return (f"from scenarios.transfer import *; check_trial(run_trial({self.plan!r}, "
-                f"{self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
-
-
-def _shares_directory(maker: str, name: str) -> bool:
-    made = {path.rpartition("/")[0] for path, _ in SEED_TRANSFERS[maker]}
-    return any(path.rpartition("/")[0] in made for path, _ in SEED_TRANSFERS[name])
-
-
-def run_trial_in(session: Session, dest: str, plan: TrialPlan, variant: str) -> TrialRun:
-    """One trial in a session whose hosts keep their caches from trial to trial."""
-    if variant not in VARIANT_NAMES:
-        raise ScenarioError(f"unknown variant {variant!r}; variants: {', '.join(VARIANT_NAMES)}")
-    timeout = plan.horizon + plan.retry_opens_at + 120.0
-    session.run([ProcessSpec("receiver", prepare_tree, (dest,), "prepare")], timeout=60)
-    specs: list[ProcessSpec] = []
-    if variant == "reference":
-        for host in ("receiver", "second"):
-            names = [n for n in plan.transfers if plan.host_of(n) == host]
-            if names:
-                opens = [plan.opens_from_start(n) for n in names]
-                specs.append(ProcessSpec(host, reference_transfers,
-                                         (dest, names, opens, plan.bandwidth), f"ref-{host}"))
-    else:
-        specs = [ProcessSpec(plan.host_of(name), seed_pipe,
-                             (dest, name, plan.opens_from_start(name), plan.bandwidth), name)
-                 for name in plan.transfers]
-    if plan.watch_poll is not None:
-        specs.append(ProcessSpec("consumer", watch_final_names,
-                                 (dest, list(plan.transfers), plan.horizon, plan.watch_poll),
-                                 "consumer"))
-    results = session.run(specs, timeout=timeout)
-    watched = results.pop() if plan.watch_poll is not None else {"torn": []}
-    retry = None
-    if variant == "seed-fix" and any(r.get("name") == "config" and r["error"] == "ENOENT"
-                                     for r in results):
-        (retry,) = session.run([ProcessSpec(plan.config_host, seed_retry,
-                                            (dest, "config", plan.retry_opens_at,
-                                             plan.bandwidth), "retry")], timeout=timeout)
-    (mismatches,) = session.run([ProcessSpec("consumer", check_tree,
-                                             (dest, list(plan.transfers)), "check")],
-                                timeout=60)
-    return TrialRun(variant, plan, results, retry, watched["torn"], mismatches)
-
-
-def run_trial(plan: TrialPlan, variant: str, *, seed: int = 0,
-              chooser: Callable[[int], int] | Sequence[int] | None = None,
-              mount: str = "vers=3") -> TrialRun:
-    """One trial in a fresh world; ``chooser`` as for ``simfs.World`` (a replay: a list)."""
-    from ._sim import SimBackend, SimSession
-
-    backend = SimBackend() if chooser is None else SimBackend(chooser=chooser)
-    session = backend.session(dict.fromkeys(HOSTS, mount), seed)
-    try:
-        session.run([ProcessSpec("receiver", clear_base, (BASE,), "clear")], timeout=60)
-        run = run_trial_in(session, f"{BASE}/t0/dflash", plan, variant)
-        choices = session.world.choices if isinstance(session, SimSession) else []
-    finally:
-        digest = session.close()
-    run.seed, run.choices, run.digest = seed, choices, digest
-    return run
-
-
-class TransferInvariantViolated(AssertionError):
-    """A trial did not end with every file in place, whole, and never torn."""
-
-    def __init__(self, run: TrialRun, problem: str) -> None:
-        self.run = run
-        self.problem = problem
-        super().__init__(f"variant {run.variant!r}: {problem}\n"
-                         f"replay: python -c {run.replay_line()!r}")
-
-
-def check_trial(run: TrialRun) -> None:
-    """Raises: TransferInvariantViolated, naming what went wrong and how to replay it."""
-    if run.enoent:
-        raise TransferInvariantViolated(
-            run, f"ENOENT in {', '.join(run.enoent)}; transfers involved: "
-                 f"{', '.join(run.involved())}")
-    if run.stale_enoent:
-        raise TransferInvariantViolated(run, "the retry met a stale negative entry (ENOENT)")
-    if run.torn:
-        raise TransferInvariantViolated(run, f"torn file visible under its final name: "
-                                             f"{run.torn[0]}")
-    if run.mismatches:
-        raise TransferInvariantViolated(run, f"not in place: {run.mismatches}")
 
 
 # -- the experiment ---------------------------------------------------------------------------
@@ -487,5 +343,3 @@ class TransferSeed(Scenario):
                                 f"got {row}")
         return problems
 
-
-VARIANT_NAMES = tuple(variant.name for variant in TransferSeed.variants)
