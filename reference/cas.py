@@ -293,11 +293,15 @@ class CasStore(Maintenance):
         except FileNotFoundError:
             return False
         self.stats.verify_passes[entry.digest] += 1
-        good = check.digest == entry.digest and check.problem is None
+        good = check.digest == entry.digest
+        if good and check.problem is not None:
+            # The manifest's own bytes: downloading them again cannot help.
+            raise CasError(f"snapshot file {entry.path!r} hashes to its manifest digest but "
+                           f"is not valid safetensors: {check.problem}")
         if same_inode and good:
             self.trust.blobs.add((self._root_key, entry.digest))
         elif same_inode:
-            self._quarantine(blob, f"hard-linked into a corrupt tree ({check.problem or 'blake3'})")
+            self._quarantine(blob, "hard-linked into a tree, its BLAKE3 differs")
         return good
 
     def _build_path(self, key: str) -> Path:
