@@ -158,7 +158,8 @@ def _journal() -> tuple[list[list[Any]], Callable[[str, str], None]]:
 def _passes(store: CasStore) -> dict[str, Any]:
     verify = store.stats.verify_passes
     return {"verify_passes": dict(verify), "download_passes": dict(store.stats.download_passes),
-            "max_passes": max(verify.values(), default=0)}
+            "max_passes": max(verify.values(), default=0),
+            "lost_races": store.stats.lost_races, "quarantined": len(store.stats.quarantined)}
 
 
 # -- the processes ----------------------------------------------------------------------
@@ -188,6 +189,14 @@ def race_writer(root: str, directory: str, variant: str, files: dict[str, bytes]
         result["error"] = f"{type(error).__name__}: {error}"
     result.update(_passes(store))
     return result
+
+
+def plant_stale_blob(root: str, directory: str, files: dict[str, bytes], key: str) -> None:
+    """A right-size blob of the weights another pod left, of any age, corrupt."""
+    store = CasStore(Path(root) / directory)
+    entry = weights(manifest_for(key, files))
+    with open(store.blob_path(entry.digest), "wb") as handle:
+        handle.write(b"\0" * entry.size)
 
 
 def plant_corrupt_tree(root: str, directory: str, files: dict[str, bytes], key: str) -> str:

@@ -74,11 +74,16 @@ class Writer:
 
 @dataclass(frozen=True)
 class RacePlan:
-    """Everything a race trial varies; ``repr`` builds it again."""
+    """Everything a race trial varies; ``repr`` builds it again.
+
+    ``stale_blob``: the volume already holds a right-size, corrupt blob of
+    the weights (another pod's bytes of any age).
+    """
 
     writers: tuple[Writer, ...]
     chunks: int = 4
     chunk: int = 4096
+    stale_blob: bool = False
 
     def __post_init__(self) -> None:
         if len(self.writers) < 1:
@@ -99,17 +104,25 @@ class RacePlan:
 
 
 CHUNK_TIMES = (0.05, 0.1, 0.2, 0.4)
+# What a race can get wrong: temp-name collisions, corrupt reads served,
+# writers that raised, temps left behind.
+PROBLEM_KINDS = ("collision", "corrupt", "failed", "temps")
 
 
-def race_plans() -> Any:
-    """The Hypothesis strategy over ``RacePlan``s: 1-4 writers, starts on a 50 ms grid."""
+def race_plans(*, stale_blob: bool = True) -> Any:
+    """The Hypothesis strategy over ``RacePlan``s: 1-4 writers, starts on a 50 ms grid.
+
+    Args:
+        stale_blob: whether a plan may start with a corrupt blob on the volume.
+    """
     from hypothesis import strategies as st
 
     writer = st.builds(Writer, st.sampled_from(HOSTS),
-                       st.integers(0, 20).map(lambda step: step * 0.05),
+                       st.integers(0, 20).map(lambda step: round(step * 0.05, 2)),
                        st.sampled_from(CHUNK_TIMES))
     return st.builds(RacePlan, st.lists(writer, min_size=1, max_size=4).map(tuple),
-                     st.integers(1, 4))
+                     st.integers(1, 4), st.just(4096),
+                     st.booleans() if stale_blob else st.just(False))
 
 
 # -- one race, counted -----------------------------------------------------------------
@@ -143,16 +156,22 @@ class RaceRun:
     def blake3_passes(self) -> int:
         return max((result["max_passes"] for result in self.results), default=0)
 
-    def problems(self) -> list[str]:
+    def problems(self, kinds: Sequence[str] = PROBLEM_KINDS) -> list[str]:
+        """What went wrong, of the ``kinds`` asked for (default: all of them)."""
+        unknown = set(kinds) - set(PROBLEM_KINDS)
+        if unknown:
+            raise ValueError(f"unknown problem kinds {sorted(unknown)}; allowed: "
+                             f"{', '.join(PROBLEM_KINDS)}")
         found = []
-        if self.collisions:
+        if "collision" in kinds and self.collisions:
             found.append(f"{self.collisions} temp-name collisions")
-        if self.corrupt_served:
+        if "corrupt" in kinds and self.corrupt_served:
             found.append(f"{self.corrupt_served} corrupt reads served")
-        found.extend(f"writer {index} ({self.plan.writers[index].host}) failed: "
-                     f"{result['error']}" for index, result in enumerate(self.results)
-                     if result["error"])
-        if self.temps_left:
+        if "failed" in kinds:
+            found.extend(f"writer {index} ({self.plan.writers[index].host}) failed: "
+                         f"{result['error']}" for index, result in enumerate(self.results)
+                         if result["error"])
+        if "temps" in kinds and self.temps_left:
             found.append(f"temps left: {self.temps_left}")
         return found
 
@@ -164,10 +183,11 @@ class RaceRun:
 class CasInvariantViolated(AssertionError):
     """A race collided on a temp, served corrupt bytes, failed a writer or left a temp."""
 
-    def __init__(self, run: RaceRun) -> None:
+    def __init__(self, run: RaceRun, kinds: Sequence[str] = ()) -> None:
         self.run = run
+        self.kinds = tuple(kinds) or PROBLEM_KINDS
         super().__init__(f"variant {run.variant!r}, {len(run.plan.writers)} writers: "
-                         + "; ".join(run.problems())
+                         + "; ".join(run.problems(self.kinds))
                          + f"\nplan: {run.plan!r}\nreplay: python -c {run.replay_line()!r}")
 
 
@@ -204,6 +224,10 @@ def _race_timeout(plan: RacePlan) -> float:
 def race_on(session: Session, plan: RacePlan, variant: str, directory: str) -> RaceRun:
     """One trial in an open session: prepare the root, race, list the temps left."""
     session.run([ProcessSpec(HOSTS[0], sim.prepare, (directory,), "prepare")], timeout=60)
+    files = sim.model_files(plan.chunks, plan.chunk)
+    if plan.stale_blob:
+        session.run([ProcessSpec(HOSTS[0], sim.plant_stale_blob, (directory, files, KEY),
+                                 "another-pod")], timeout=60)
     results = session.run(_race_specs(plan, variant, directory), timeout=_race_timeout(plan))
     (left,) = session.run([ProcessSpec(HOSTS[0], list_temps, (directory,), "list")],
                           timeout=60)
@@ -241,10 +265,10 @@ def run_race(plan: RacePlan, variant: str, *, seed: int = 0,
     return run
 
 
-def check_race(run: RaceRun) -> None:
-    """Raises: CasInvariantViolated, with the plan and a replay line."""
-    if run.problems():
-        raise CasInvariantViolated(run)
+def check_race(run: RaceRun, kinds: Sequence[str] = PROBLEM_KINDS) -> None:
+    """Raises: CasInvariantViolated (problems of ``kinds``), with the plan and a replay line."""
+    if run.problems(kinds):
+        raise CasInvariantViolated(run, kinds)
 
 
 # -- the scenario ---------------------------------------------------------------------------
