@@ -181,9 +181,11 @@ def race_writer(root: str, directory: str, variant: str, files: dict[str, bytes]
     # The residency probe at boot leaves a negative entry on this host.
     os.path.isdir(store.snapshot_path(key))
     time.sleep(start_s)
-    result: dict[str, Any] = {"journal": events, "corrupt": 0, "error": None}
+    result: dict[str, Any] = {"journal": events, "corrupt": 0, "error": None, "ensure_s": None}
+    asked = time.monotonic()
     try:
         snapshot = store.ensure_local(manifest, network(files, chunk, chunk_s))
+        result["ensure_s"] = time.monotonic() - asked
         result["corrupt"] = read_back(snapshot, manifest)
     except Exception as error:  # the row counts a writer that failed; the run goes on
         result["error"] = f"{type(error).__name__}: {error}"

@@ -41,6 +41,7 @@ from simfs import FaultPlan, HostCrash
 from . import _cas_sim as sim
 from ._base import (
     Backend,
+    FidelityRow,
     Param,
     ProcessSpec,
     Progress,
@@ -56,6 +57,9 @@ HOSTS = ("pod-a", "pod-b")
 MOUNT = "vers=3"
 KEY = "rev-1"
 EXPERIMENTS = ("race", "seed-test", "crash-sweep")
+FAILURE_COLUMNS = (("collision", "collisions"), ("corrupt", "corrupt_served"),
+                   ("failed", "failed"), ("temps", "orphans_left"),
+                   ("live-swept", "wrongly_swept"))
 COLUMNS = ("experiment", "variant", "writers", "trials", "corrupt_served", "collisions",
            "failed", "orphans_left", "wrongly_swept", "repaired", "blake3_passes")
 
@@ -331,7 +335,10 @@ class Cas(Scenario):
                 runs.append(race_on(session, plan, variant, f"cas/race.{variant}.{trial}"))
         finally:
             digests.append(session.close())
-        samples[f"race/{variant}"] = [run.problems() for run in runs]
+        samples[f"race/{variant}"] = {
+            "problems": [run.problems() for run in runs],
+            "ensure_s": [result["ensure_s"] for run in runs for result in run.results
+                         if result["ensure_s"] is not None]}
         return {"experiment": "race", "variant": variant, "writers": params["writers"],
                 "trials": params["trials"],
                 "corrupt_served": sum(run.corrupt_served for run in runs),
@@ -431,6 +438,27 @@ class Cas(Scenario):
                          [tuple(row[column] for column in COLUMNS) for row in result.rows]),
         ]
         return "\n".join(lines)
+
+    def fidelity_key_names(self) -> tuple[str, ...]:
+        return ("experiment", "variant")
+
+    def fidelity_rows(self, result: ScenarioResult) -> list[FidelityRow]:
+        """Per row, which failures showed, and (race) how long a writer took to get the model.
+
+        The seed's failures in a race depend on timing, so its outcome may
+        differ between backends from run to run; the reference's must be
+        "clean" on both.
+        """
+        rows = []
+        for row in result.rows:
+            shown = [kind for kind, column in FAILURE_COLUMNS if row[column]]
+            durations = sorted(result.samples.get(f"{row['experiment']}/{row['variant']}", {}
+                                                  ).get("ensure_s", []) or [0.0])
+            rows.append(FidelityRow((row["experiment"], row["variant"]),
+                                    "+".join(shown) or "clean",
+                                    durations[len(durations) // 2], durations[0],
+                                    durations[-1], None))
+        return rows
 
     def check(self, result: ScenarioResult) -> list[str]:
         """The reference is clean everywhere; the seed's code shows the failures it had."""

@@ -131,3 +131,21 @@ def test_a_race_plan_refuses_an_unknown_host():
     with pytest.raises(ValueError, match="writer host 'pod-z'"):
         RacePlan((Writer("pod-z", 0.0, 0.1),))
     assert main(["run", "cas", "--param", "writers=1"]) == 2
+
+
+def test_fidelity_rows_name_the_failures_each_row_showed_and_the_reference_is_clean(result):
+    from scenarios._fidelity import compare
+
+    rows = {row.key: row for row in Cas().fidelity_rows(result)}
+    assert Cas().fidelity_key_names() == ("experiment", "variant")
+    assert [rows[(e, "reference")].outcome for e in ("race", "seed-test", "crash-sweep")] == [
+        "clean"] * 3
+    assert rows[("seed-test", "seed")].outcome == "corrupt"
+    assert rows[("crash-sweep", "seed")].outcome == "failed+temps+live-swept"
+    assert "collision" in rows[("race", "seed")].outcome
+    # The first writer of a trial waits for its four chunks (>= 0.05 s each);
+    # one that finds the tree built waits no simulated time at all.
+    race = rows[("race", "reference")]
+    assert 0.0 == race.min_s <= race.median_s and race.max_s >= 0.05 * 4
+    table, flags = compare(list(rows.values()), list(rows.values()), poll=0.1)
+    assert flags == [] and len(table) == 6
