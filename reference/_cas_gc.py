@@ -116,10 +116,16 @@ class Maintenance:
         removed: another host reading a removed blob gets ESTALE (DESIGN
         §3.5).  An evicted tree is renamed to a dot name first (it vanishes
         at once), then removed; a reader on this host leaves ``.nfsXXXX``
-        behind, which the next boot's sweep or the last close removes.
+        behind until its last close, and the evicted tree with it: the next
+        collection removes what an earlier one left (no writer works in an
+        evicted tree, so its age does not matter).
         """
         now = time.time() if now is None else now
         report = GcReport()
+        for name in sorted(os.listdir(self.snapshots)):
+            if WRITER_TEMP.match(name) and name.endswith(".evicting"):
+                removal = remove_tree(self.snapshots / name, budget=RetryBudget())
+                report.errors.extend(removal.errors if not removal.removed else ())
         sizes = self._blob_sizes()
         report.bytes_before = report.bytes_after = sum(sizes.values())
         if report.bytes_before <= max_bytes:

@@ -23,8 +23,13 @@ from typing import Any
 
 import blake3
 
-from reference._cas_model import WRITER_TEMP
+from reference._cas_model import LAST_USED, WRITER_TEMP
 from reference.cas import CasStore, Entry, Fetch, Manifest, manifest_for
+from reference.fs import SILLY_NAME
+
+HOSTS = ("pod-a", "pod-b")
+MOUNT = "vers=3"
+KEY = "rev-1"
 
 # -- the seed's store before its PR ----------------------------------------------------
 
@@ -293,3 +298,70 @@ def temp_names(journal: Iterable[list[Any]]) -> set[str]:
     """``dir/name`` of every temp a writer's journal opened."""
     return {f"{Path(path).parent.name}/{Path(path).name}" for event, path, _ in journal
             if event == "temp-open"}
+
+
+# -- garbage collection beside readers ------------------------------------------------------
+
+
+def two_snapshots(root: str, directory: str, old: dict[str, bytes], live: dict[str, bytes]
+                  ) -> None:
+    """An ``old`` snapshot last used two hours ago and a ``live`` one in use now."""
+    prepare(root, directory)
+    store = CasStore(Path(root) / directory)
+    store.ensure_local(manifest_for("old", old), network(old, 1 << 20, 0.0))
+    stamp = time.time() - 7200
+    os.utime(store.snapshot_path("old") / LAST_USED, (stamp, stamp))
+    store.ensure_local(manifest_for("live", live), network(live, 1 << 20, 0.0))
+
+
+def slow_reader(root: str, directory: str, key: str, files: dict[str, bytes], chunk: int,
+                chunk_s: float, via_blob: bool) -> dict[str, Any]:
+    """A pod reading a snapshot's weights slowly, across the collection.
+
+    ``via_blob``: it reads ``blobs/<digest>`` itself (a verify pass, or a
+    peer transfer), so the collector's unlink of that very name meets the
+    open file: Linux renames the dentry in use (fs/nfs/dir.c, nfs_unlink).
+    Otherwise it loads through the snapshot's path, as a server would.
+    """
+    entry = weights(manifest_for(key, files))
+    base = Path(root) / directory
+    path = base / "blobs" / entry.digest if via_blob else base / "snapshots" / key / entry.path
+    hasher = blake3.blake3()
+    try:
+        with open(path, "rb") as handle:
+            while data := handle.read(chunk):
+                hasher.update(data)
+                time.sleep(chunk_s)
+    except OSError as error:  # ESTALE: another host removed the last link
+        return {"corrupt": 0, "error": f"{type(error).__name__}: {error}"}
+    return {"corrupt": int(hasher.hexdigest() != entry.digest), "error": None}
+
+
+def collect(root: str, directory: str, variant: str, start_s: float, max_bytes: int
+            ) -> dict[str, Any]:
+    """A pod's size-capped collection, then its orphan sweep, while the readers read."""
+    time.sleep(start_s)
+    store = STORES[variant](Path(root) / directory)
+    result: dict[str, Any] = {"evicted": [], "silly_seen": [], "error": None}
+    try:
+        report = store.collect_garbage(max_bytes)
+        result["evicted"] = report.evicted
+        result["silly_seen"] = [name for name in os.listdir(store.blobs)
+                                if SILLY_NAME.match(name)]
+        store.sweep_orphan_blobs()
+    except OSError as error:  # EBUSY: unlinking a .nfs file still open on this host
+        result["error"] = f"{type(error).__name__}: {error}"
+    return result
+
+
+def leftovers(root: str, directory: str, variant: str) -> dict[str, Any]:
+    """Once the readers closed: one more collection, then what is left over."""
+    store = STORES[variant](Path(root) / directory)
+    with contextlib.suppress(OSError):
+        store.collect_garbage(1 << 40)
+    left = [f"blobs/{name}" for name in sorted(os.listdir(store.blobs))
+            if SILLY_NAME.match(name)]
+    left += [f"snapshots/{name}" for name in sorted(os.listdir(store.snapshots))
+             if name.startswith(".")]
+    return {"left": left, "snapshots": sorted(name for name in os.listdir(store.snapshots)
+                                              if not name.startswith("."))}

@@ -16,6 +16,12 @@ mounts (seed 004, th#850).  Experiments, one row group each:
   simulation, ``os._exit`` on real NFS); ``stale_after`` later another pod
   downloads a second model while a third boots and sweeps.  The sweep must
   remove the dead writer's temp and leave the live writer's alone.
+- ``gc-open``: a size-capped collection on one host evicts an old snapshot
+  whose blob a pod on the same host still reads (its unlink becomes a
+  ``.nfsXXXX`` silly rename, DESIGN §3.4), beside a live snapshot a pod on
+  the other host reads (removing it would give that reader ESTALE).  The
+  collection's orphan sweep must leave the ``.nfs`` entry alone: unlinking
+  it while open fails EBUSY.
 
 Variants: ``seed`` (``scenarios._cas_sim.SeedStore``: the code before the
 seed's PR) and ``reference`` (``reference.cas.CasStore``).
@@ -24,7 +30,9 @@ Row columns: ``corrupt_served`` reads that returned bytes whose BLAKE3
 differs from the manifest; ``collisions`` pairs of writers that had one temp
 name open at once; ``failed`` writers that raised; ``orphans_left`` temps
 left after the trial (crash-sweep: after the boot sweep, the live writer's
-excepted); ``wrongly_swept`` live temps a sweep removed; ``blake3_passes``
+excepted; gc-open: ``.nfs`` entries and evicted trees left once the
+readers closed and the next collection ran); ``wrongly_swept`` live temps a
+sweep removed (gc-open: the live snapshot evicted); ``blake3_passes``
 the most verify passes one process made over one digest's reused bytes
 (the reference: exactly 1 wherever it reused bytes; the seed: 0).
 """
@@ -32,10 +40,10 @@ the most verify passes one process made over one digest's reused bytes
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from reference.cas import manifest_for
 from simfs import FaultPlan, HostCrash
 
 from . import _cas_sim as sim
@@ -52,11 +60,19 @@ from ._base import (
     combine_digests,
     format_table,
 )
+from ._cas_race import (
+    PROBLEM_KINDS,
+    CasInvariantViolated,
+    RaceRun,
+    check_race,
+    count_collisions,
+    list_temps,
+    race_on,
+    run_race,
+)
+from ._cas_sim import HOSTS, KEY, MOUNT
 
-HOSTS = ("pod-a", "pod-b")
-MOUNT = "vers=3"
-KEY = "rev-1"
-EXPERIMENTS = ("race", "seed-test", "crash-sweep")
+EXPERIMENTS = ("race", "seed-test", "crash-sweep", "gc-open")
 FAILURE_COLUMNS = (("collision", "collisions"), ("corrupt", "corrupt_served"),
                    ("failed", "failed"), ("temps", "orphans_left"),
                    ("live-swept", "wrongly_swept"))
@@ -108,9 +124,6 @@ class RacePlan:
 
 
 CHUNK_TIMES = (0.05, 0.1, 0.2, 0.4)
-# What a race can get wrong: temp-name collisions, corrupt reads served,
-# writers that raised, temps left behind.
-PROBLEM_KINDS = ("collision", "corrupt", "failed", "temps")
 
 
 def race_plans(*, stale_blob: bool = True) -> Any:
@@ -129,153 +142,11 @@ def race_plans(*, stale_blob: bool = True) -> Any:
                      st.booleans() if stale_blob else st.just(False))
 
 
-# -- one race, counted -----------------------------------------------------------------
-
-
-@dataclass
-class RaceRun:
-    """What one race trial did, per writer, and the counts the row sums."""
-
-    plan: RacePlan
-    variant: str
-    seed: int
-    results: list[dict[str, Any]]
-    temps_left: list[str]
-    choices: list[int] = field(default_factory=list)
-    digest: str = ""
-
-    @property
-    def collisions(self) -> int:
-        return count_collisions([result["journal"] for result in self.results])
-
-    @property
-    def corrupt_served(self) -> int:
-        return sum(result["corrupt"] for result in self.results)
-
-    @property
-    def failed(self) -> int:
-        return sum(result["error"] is not None for result in self.results)
-
-    @property
-    def blake3_passes(self) -> int:
-        return max((result["max_passes"] for result in self.results), default=0)
-
-    def problems(self, kinds: Sequence[str] = PROBLEM_KINDS) -> list[str]:
-        """What went wrong, of the ``kinds`` asked for (default: all of them)."""
-        unknown = set(kinds) - set(PROBLEM_KINDS)
-        if unknown:
-            raise ValueError(f"unknown problem kinds {sorted(unknown)}; allowed: "
-                             f"{', '.join(PROBLEM_KINDS)}")
-        found = []
-        if "collision" in kinds and self.collisions:
-            found.append(f"{self.collisions} temp-name collisions")
-        if "corrupt" in kinds and self.corrupt_served:
-            found.append(f"{self.corrupt_served} corrupt reads served")
-        if "failed" in kinds:
-            found.extend(f"writer {index} ({self.plan.writers[index].host}) failed: "
-                         f"{result['error']}" for index, result in enumerate(self.results)
-                         if result["error"])
-        if "temps" in kinds and self.temps_left:
-            found.append(f"temps left: {self.temps_left}")
-        return found
-
-    def replay_line(self) -> str:
-        return (f"from scenarios.cas import *; from simfs import *; check_race(run_race("
-                f"{self.plan!r}, {self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
-
-
-class CasInvariantViolated(AssertionError):
-    """A race collided on a temp, served corrupt bytes, failed a writer or left a temp."""
-
-    def __init__(self, run: RaceRun, kinds: Sequence[str] = ()) -> None:
-        self.run = run
-        self.kinds = tuple(kinds) or PROBLEM_KINDS
-        super().__init__(f"variant {run.variant!r}, {len(run.plan.writers)} writers: "
-                         + "; ".join(run.problems(self.kinds))
-                         + f"\nplan: {run.plan!r}\nreplay: python -c {run.replay_line()!r}")
-
-
-def count_collisions(journals: Sequence[Sequence[Sequence[Any]]]) -> int:
-    """Pairs of writers that held one temp name open over overlapping times."""
-    spans: dict[str, list[tuple[int, float, float]]] = {}
-    for writer, journal in enumerate(journals):
-        opened: dict[str, float] = {}
-        for event, path, stamp in journal:
-            if event == "temp-open":
-                opened[path] = stamp
-            elif event == "temp-done" and path in opened:
-                spans.setdefault(path, []).append((writer, opened.pop(path), stamp))
-    collisions = 0
-    for held in spans.values():
-        for index, (first, start, end) in enumerate(held):
-            collisions += sum(1 for other, begin, finish in held[index + 1:]
-                              if other != first and begin < end and start < finish)
-    return collisions
-
-
-def _race_specs(plan: RacePlan, variant: str, directory: str) -> list[ProcessSpec]:
-    files = sim.model_files(plan.chunks, plan.chunk)
-    return [ProcessSpec(writer.host, sim.race_writer,
-                        (directory, variant, files, KEY, writer.start_s, plan.chunk,
-                         writer.chunk_s), f"writer-{index}")
-            for index, writer in enumerate(plan.writers)]
-
-
-def _race_timeout(plan: RacePlan) -> float:
-    return 60.0 + sum(w.start_s + 2 * (plan.chunks + 1) * w.chunk_s for w in plan.writers)
-
-
-def race_on(session: Session, plan: RacePlan, variant: str, directory: str) -> RaceRun:
-    """One trial in an open session: prepare the root, race, list the temps left."""
-    session.run([ProcessSpec(HOSTS[0], sim.prepare, (directory,), "prepare")], timeout=60)
-    files = sim.model_files(plan.chunks, plan.chunk)
-    if plan.stale_blob:
-        session.run([ProcessSpec(HOSTS[0], sim.plant_stale_blob, (directory, files, KEY),
-                                 "another-pod")], timeout=60)
-    results = session.run(_race_specs(plan, variant, directory), timeout=_race_timeout(plan))
-    (left,) = session.run([ProcessSpec(HOSTS[0], list_temps, (directory,), "list")],
-                          timeout=60)
-    return RaceRun(plan, variant, 0, results, left)
-
-
-def list_temps(root: str, directory: str) -> list[str]:
-    """Temps left in the trial's root once every writer is done."""
-    import os
-
-    base = os.path.join(root, directory)
-    return [f"{sub}/{name}" for sub in ("blobs", "snapshots")
-            if os.path.isdir(os.path.join(base, sub))
-            for name in sorted(os.listdir(os.path.join(base, sub))) if sim.is_temp(name)]
-
-
-def run_race(plan: RacePlan, variant: str, *, seed: int = 0,
-             chooser: Callable[[int], int] | Sequence[int] | None = None) -> RaceRun:
-    """One race in a fresh simulated world (exploration and replay).
-
-    Args:
-        plan: the writers, their hosts, starts and bandwidths.
-        variant: ``seed`` or ``reference``.
-        seed: the world's seed.
-        chooser: who runs first among simultaneously runnable processes.
-    """
-    from ._sim import SimSession
-
-    session = SimSession(dict.fromkeys(HOSTS, MOUNT), seed, chooser=chooser)
-    try:
-        run = race_on(session, plan, variant, "cas/race")
-    finally:
-        digest = session.close()
-    run.seed, run.choices, run.digest = seed, session.world.choices, digest
-    return run
-
-
-def check_race(run: RaceRun, kinds: Sequence[str] = PROBLEM_KINDS) -> None:
-    """Raises: CasInvariantViolated (problems of ``kinds``), with the plan and a replay line."""
-    if run.problems(kinds):
-        raise CasInvariantViolated(run, kinds)
-
-
 # -- the scenario ---------------------------------------------------------------------------
+
+
+__all__ = ["PROBLEM_KINDS", "Cas", "CasInvariantViolated", "RacePlan", "RaceRun", "Writer",
+           "check_race", "count_collisions", "list_temps", "race_on", "race_plans", "run_race"]
 
 
 class Cas(Scenario):
@@ -320,6 +191,10 @@ class Cas(Scenario):
             progress(f"cas: crash-sweep, {variant.name}")
             rows.append(self._crash_sweep(backend, seed * 10 + 7 + number, variant.name,
                                           params, digests, samples))
+        for number, variant in enumerate(self.variants):
+            progress(f"cas: gc-open, {variant.name}")
+            rows.append(self._gc_open(backend, seed * 100 + 50 + number, variant.name,
+                                      digests, samples))
         return ScenarioResult(self.name, backend.name, seed, dict(params), rows,
                               combine_digests(digests), samples)
 
@@ -420,6 +295,39 @@ class Cas(Scenario):
                 "orphans_left": len(set(boot["temps_left"]) - live_temps),
                 "wrongly_swept": wrongly, "repaired": "", "blake3_passes": 0}
 
+    def _gc_open(self, backend: Backend, seed: int, variant: str, digests: list[str],
+                 samples: dict[str, Any]) -> dict[str, Any]:
+        """Collect an old snapshot a reader on the same host still reads, beside a live one."""
+        old, live = sim.model_files(8, 4096, "old"), sim.model_files(8, 4096, "live")
+        live_bytes = sum(entry.size for entry in manifest_for("live", live).entries)
+        directory = f"cas/gc-open.{variant}"
+        session = backend.session(dict.fromkeys(HOSTS, MOUNT), seed=seed)
+        try:
+            session.run([ProcessSpec(HOSTS[0], sim.two_snapshots, (directory, old, live),
+                                     "setup")], timeout=60)
+            old_reader, live_reader, gc = session.run([
+                ProcessSpec(HOSTS[0], sim.slow_reader, (directory, "old", old, 4096, 1.0, True),
+                            "old-reader"),
+                ProcessSpec(HOSTS[1], sim.slow_reader, (directory, "live", live, 4096, 1.0, False),
+                            "live-reader"),
+                ProcessSpec(HOSTS[0], sim.collect, (directory, variant, 2.0, live_bytes),
+                            "collector"),
+            ], timeout=120)
+            (left,) = session.run([ProcessSpec(HOSTS[0], sim.leftovers, (directory, variant),
+                                               "next-collection")], timeout=60)
+        finally:
+            digests.append(session.close())
+        samples[f"gc-open/{variant}"] = {"old_reader": old_reader, "live_reader": live_reader,
+                                         "gc": gc, "left": left}
+        readers = (old_reader, live_reader)
+        return {"experiment": "gc-open", "variant": variant, "writers": 1, "trials": 1,
+                "corrupt_served": sum(reader["corrupt"] for reader in readers),
+                "collisions": 0,
+                "failed": sum(part["error"] is not None for part in (*readers, gc)),
+                "orphans_left": len(left["left"]),
+                "wrongly_swept": int("live" in gc["evicted"] or "live" not in left["snapshots"]),
+                "repaired": "", "blake3_passes": 0}
+
     def table(self, result: ScenarioResult) -> str:
         params = result.params
         lines = [
@@ -431,6 +339,8 @@ class Cas(Scenario):
             "process that never saw the ref",
             f"  crash-sweep: a writer dies mid-download; {params['stale_after']:g} s later a "
             "pod boots and sweeps while another downloads",
+            "  gc-open: a size-capped collection evicts a snapshot whose blob a pod on its host "
+            "still reads (.nfs silly rename), beside a live one read from the other host",
             "",
             format_table(("experiment", "variant", "writers", "trials", "corrupt served",
                           "collisions", "failed", "temps left", "live swept", "repaired",
@@ -478,6 +388,9 @@ class Cas(Scenario):
                             f"reused blob, got {rows[('seed-test', 'reference')]}")
         if not rows[("seed-test", "seed")]["corrupt_served"]:
             problems.append("seed-test/seed: expected the corrupt blob to be served")
+        if not rows[("gc-open", "seed")]["failed"]:
+            problems.append("gc-open/seed: expected its orphan sweep to fail EBUSY on the .nfs "
+                            "entry")
         seed_race = rows[("race", "seed")]
         if result.params["writers"] >= 2 and not seed_race["collisions"]:
             problems.append(f"race/seed: expected collisions; got {seed_race}")

@@ -306,6 +306,13 @@ def test_a_young_temp_is_kept_and_an_old_one_swept_by_mtime(tmp_path):
     assert young.exists()
 
 
+def _silly_names(store):
+    found = [f"blobs/{n}" for n in os.listdir(store.blobs) if SILLY_NAME.match(n)]
+    for directory, _, names in os.walk(store.snapshots):
+        found += [f"{directory}/{n}" for n in names if SILLY_NAME.match(n)]
+    return found
+
+
 def _gc_beside_open_reader(root, max_bytes):
     store = CasStore(root)
     old = manifest_for("old", {"w.bin": b"o" * 4000})
@@ -315,23 +322,27 @@ def _gc_beside_open_reader(root, max_bytes):
     store.ensure_local(new, serve({"w.bin": b"n" * 4000}))
     with open(store.snapshot_path("old") / "w.bin", "rb") as handle:
         report = store.collect_garbage(max_bytes)
-        silly = [n for n in os.listdir(store.blobs) if SILLY_NAME.match(n)]
+        silly = _silly_names(store)
         orphans = store.sweep_orphan_blobs(min_age=0)
         data = handle.read()
-    return report, silly, orphans, data, sorted(os.listdir(store.blobs))
+    again = store.collect_garbage(max_bytes)  # removes what the first left
+    return (report, silly, orphans, data, sorted(os.listdir(store.blobs)), again,
+            _silly_names(store), sorted(os.listdir(store.snapshots)))
 
 
-def test_gc_evicts_the_lru_snapshot_and_its_open_blob_lives_on_as_nfs_until_closed():
+def test_gc_evicts_the_lru_snapshot_and_its_open_file_lives_on_as_nfs_until_closed():
     world, a, _ = _world(seed=6)
     gc = world.spawn(a, _gc_beside_open_reader, "/shared/cas", 5000)
     world.run()
-    report, silly, orphans, data, left = gc.result()
+    report, silly, orphans, data, blobs, again, silly_after, snapshots = gc.result()
     new_digest = manifest_for("new", {"w.bin": b"n" * 4000}).entries[0].digest
     assert report.evicted == ["old"] and report.bytes_after == 4000
-    assert len(silly) == 1  # DESIGN §3.5: unlinked while open on this host
-    assert orphans == []    # the orphan sweep leaves the .nfs entry alone
-    assert data == b"o" * 4000
-    assert left == [new_digest]  # the last close removed the .nfs entry
+    assert silly  # DESIGN §3.5: unlinked while open on this host, renamed .nfsXXXX
+    assert any("ENOTEMPTY" in error for error in report.errors)  # rmdir beside it
+    assert orphans == []  # the orphan sweep leaves .nfs entries alone
+    assert data == b"o" * 4000  # the reader still reads the evicted bytes
+    assert blobs == [new_digest]
+    assert again.errors == [] and silly_after == [] and snapshots == ["new"]
 
 
 def test_gc_never_evicts_a_snapshot_used_within_the_hour(tmp_path):

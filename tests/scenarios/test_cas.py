@@ -77,16 +77,28 @@ def test_the_seeds_orphan_sweep_takes_the_live_part_and_leaves_the_dead_building
         "snapshots/dead.building")
 
 
+def test_a_collection_beside_open_readers_leaves_nfs_alone_in_the_reference_only(result):
+    reference = result.samples["gc-open/reference"]
+    assert reference["gc"]["evicted"] == ["old"] and reference["gc"]["error"] is None
+    assert len(reference["gc"]["silly_seen"]) == 1  # the blob the old reader holds open
+    assert reference["old_reader"] == {"corrupt": 0, "error": None}  # still reads it
+    assert reference["live_reader"] == {"corrupt": 0, "error": None}  # never ESTALE
+    assert reference["left"] == {"left": [], "snapshots": ["live"]}
+    seed = result.samples["gc-open/seed"]["gc"]["error"]
+    assert seed.startswith("OSError: [Errno 16]") and ".nfs" in seed  # EBUSY, DESIGN §3.4
+
+
 def test_the_table_and_json_rows_have_every_column_and_check_finds_nothing(result, tmp_path):
     assert [(row["experiment"], row["variant"]) for row in result.rows] == [
-        (e, v) for e in ("race", "seed-test", "crash-sweep") for v in ("seed", "reference")]
+        (e, v) for e in ("race", "seed-test", "crash-sweep", "gc-open")
+        for v in ("seed", "reference")]
     assert all(tuple(row) == COLUMNS for row in result.rows)
     assert "corrupt served" in Cas().table(result)
     assert Cas().check(result) == []
     out = tmp_path / "cas.json"
     assert main(["run", "cas", "--trials", "2", "--json", str(out), "--quiet"]) == 0
     data = json.loads(out.read_text())
-    assert data["scenario"] == "cas" and len(data["rows"]) == 6
+    assert data["scenario"] == "cas" and len(data["rows"]) == 8
     assert set(data["rows"][0]) >= {"experiment", "variant", "writers", "trials",
                                     "corrupt_served", "collisions", "orphans_left",
                                     "blake3_passes"}
@@ -138,8 +150,8 @@ def test_fidelity_rows_name_the_failures_each_row_showed_and_the_reference_is_cl
 
     rows = {row.key: row for row in Cas().fidelity_rows(result)}
     assert Cas().fidelity_key_names() == ("experiment", "variant")
-    assert [rows[(e, "reference")].outcome for e in ("race", "seed-test", "crash-sweep")] == [
-        "clean"] * 3
+    assert [rows[(e, "reference")].outcome
+            for e in ("race", "seed-test", "crash-sweep", "gc-open")] == ["clean"] * 4
     assert rows[("seed-test", "seed")].outcome == "corrupt"
     assert rows[("crash-sweep", "seed")].outcome == "failed+temps+live-swept"
     assert "collision" in rows[("race", "seed")].outcome
@@ -148,4 +160,4 @@ def test_fidelity_rows_name_the_failures_each_row_showed_and_the_reference_is_cl
     race = rows[("race", "reference")]
     assert 0.0 == race.min_s <= race.median_s and race.max_s >= 0.05 * 4
     table, flags = compare(list(rows.values()), list(rows.values()), poll=0.1)
-    assert flags == [] and len(table) == 6
+    assert flags == [] and len(table) == 8
