@@ -59,6 +59,25 @@ def revalidate(path: StrPath) -> None:
         _open_directory(parent)
 
 
+
+def revalidate_ancestors(path: StrPath) -> None:
+    """``revalidate`` for a path whose missing directories may be several levels deep.
+
+    A host that looked ``data/tokenized/x`` up before ``data`` existed holds
+    a negative entry for ``data`` in its parent, so neither the parent nor
+    the grandparent of ``x`` opens.  Open the nearest directory above that
+    does open (a GETATTR that drops its stale entries, DESIGN §3.5), then
+    each one below it in turn, each looked up afresh.  When the parent
+    opens at once this is one open, as ``revalidate``.
+    """
+    above = list(Path(path).parents)  # nearest first
+    depth = next((i for i, directory in enumerate(above) if _open_directory(directory)), None)
+    if depth is None:
+        return
+    for directory in reversed(above[:depth]):
+        if not _open_directory(directory):
+            return
+
 def marker_exists(path: StrPath) -> bool:
     """``exists()`` that sees a file another host created within one check.
 
