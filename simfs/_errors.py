@@ -83,6 +83,29 @@ class Deadlock(SimfsError):
         )
 
 
+class ProcessFailed(SimfsError):
+    """Processes raised exceptions that nobody asked for: ``World.run()`` reports them.
+
+    A process whose callable raises ends quietly inside the world, the way a
+    crashed job on one host does not stop the others; ``run()`` then raises
+    this, naming each failed process, its host and what it raised, so a
+    failure cannot pass unseen.  ``run(check=False)`` leaves them to
+    ``Process.result()`` / ``Process.exception()``.
+
+    Attributes:
+        failures: ``(process name, host name, exception)`` per failed process,
+            in the order they were spawned.
+    """
+
+    def __init__(self, failures: list[tuple[str, str, BaseException]]) -> None:
+        self.failures = failures
+        lines = [f"process {name!r} on host {host!r} raised {type(error).__name__}: {error}"
+                 for name, host, error in failures]
+        super().__init__(
+            f"{len(failures)} simulated process(es) failed (pass run(check=False) when a "
+            "failure is the expected outcome):\n  " + "\n  ".join(lines))
+
+
 class RunawaySimulation(SimfsError):
     """A run recorded more trace events than its limit: most likely a loop that
     polls for something that will never happen, with no ``until`` to stop it."""

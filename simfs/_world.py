@@ -18,7 +18,15 @@ from ._engine import _scheduler as sched
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._scheduler import Process, ProcessGroup, Scheduler
 from ._engine._trace import Trace
-from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError
+from ._errors import (
+    Deadlock,
+    FaultPlanError,
+    HostCrashed,
+    ProcessFailed,
+    ProcessNotFinished,
+    ReplayDiverged,
+    SimfsError,
+)
 from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
 from ._nfs._faults import FaultPlan, FaultState
@@ -145,6 +153,7 @@ class World:
         self._pids = itertools.count(1000)
         self._names: Counter[str] = Counter()
         self._crashes_scheduled = False
+        self._reported: set[Process] = set()
         self.random = random.Random(f"simfs-world:{seed}")
 
     # -- building ---------------------------------------------------------------
@@ -189,7 +198,7 @@ class World:
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
                                  group, parent=None, daemon=False)
 
-    def spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
+    def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
                      daemon: bool) -> Process:
         """A thread started inside ``parent``'s process: same host, same descriptors."""
         return self._add_process(parent.host, target, self._unique_name(name), parent.group,
@@ -238,13 +247,23 @@ class World:
         """Every choice the chooser made, in order: pass it back as ``chooser`` to replay."""
         return list(self.scheduler.choices)
 
-    def run(self, until: float | None = None) -> None:
+    def run(self, until: float | None = None, *, check: bool = True) -> None:
         """Run until every process has finished, or until virtual time ``until``.
 
         The clock stops at the last event when everything finished first, and
         at ``until`` when processes were still sleeping or waiting then.
 
+        Args:
+            until: virtual seconds to stop at; None runs until nothing can happen.
+            check: raise ``ProcessFailed`` when a process raised during this
+                run (each failure is reported once, by the run it happened
+                in).  Pass False when failures are the expected outcome and
+                read them with ``Process.exception()``.  A process stopped by
+                a ``HostCrash`` or by the world's teardown is not a failure.
+
         Raises:
+            ProcessFailed: with ``check``, processes raised; names each
+                process, its host and its exception.
             SimulationEscape: a process reached outside the simulation.
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
@@ -271,6 +290,21 @@ class World:
             self._finish_quiescent()
         elif until_ns is not None and self.clock.now_ns < until_ns:
             self.clock.advance_to(until_ns)
+        failures = self._new_failures()
+        if check and failures:
+            raise ProcessFailed(failures) from failures[0][2]
+
+    def _new_failures(self) -> list[tuple[str, str, BaseException]]:
+        """Processes that raised since the last run(), marked as seen."""
+        failures: list[tuple[str, str, BaseException]] = []
+        for process in self.processes:
+            error = process._error
+            if (process in self._reported or process.state != sched.DONE or error is None
+                    or isinstance(error, (HostCrashed, ProcessNotFinished))):
+                continue
+            self._reported.add(process)
+            failures.append((process.name, process.host.name, error))
+        return failures
 
     def _finish_quiescent(self) -> None:
         """Nothing can happen any more: unwind what is left, and report a deadlock.
@@ -331,7 +365,7 @@ class World:
         host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
 
-    def delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
+    def _delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
         """A close that a ``CloseDelay`` held back lands now."""
         if host.crashed:
             return
@@ -351,7 +385,8 @@ class World:
         return any(p.group.pid == pid and p.state not in (sched.DONE, sched.DETACHED)
                    for p in self.processes)
 
-    def next_ofd_id(self) -> int:
+    def _next_ofd_id(self) -> int:
+        """A fresh open-file-description id (one per open(), shared by dup()s)."""
         return next(self._ofd_ids)
 
     # -- process lifecycle --------------------------------------------------------

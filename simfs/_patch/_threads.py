@@ -91,7 +91,7 @@ def install() -> None:
         if self._started.is_set():  # type: ignore[attr-defined]
             raise RuntimeError("threads can only be started once")
         world = process.host.world
-        child = world.spawn_thread(process, lambda: _run_thread(self), self.name, self.daemon)
+        child = world._spawn_thread(process, lambda: _run_thread(self), self.name, self.daemon)
         self._simfs_process = child  # type: ignore[attr-defined]
         self._started.set()  # type: ignore[attr-defined]
         return None
