@@ -27,6 +27,15 @@ class MountOptionError(SimfsError, ValueError):
         super().__init__(f"mount option {option!r}: {problem}; allowed: {allowed}")
 
 
+class MountOptionWarning(UserWarning):
+    """An nfs(5) option string the kernel accepts but that likely says something else.
+
+    A repeated option (the last one wins) or a minimum attribute timeout above
+    its maximum: Linux mounts both without complaint, and so does simfs, but
+    neither is usually what the writer meant.
+    """
+
+
 class FaultPlanError(SimfsError, ValueError):
     """A fault rule that could never fire as written, or names something unknown."""
 
