@@ -115,6 +115,30 @@ class World:
             it is reported as blocked on something real.
         max_events: a run that records more trace events stops with
             ``RunawaySimulation`` instead of filling memory.
+
+    What a test reads and sets up, besides the methods below:
+
+    - ``w.server``: the server's truth, bypassing every client cache; set up
+      and inspect the export with ``mkdir``, ``write_bytes``/``write_text``,
+      ``exists``, ``isdir``, ``stat``, ``listdir``, ``read_bytes``/
+      ``read_text`` (no RPCs, no trace, no yield).
+    - ``w.trace``: every syscall, sleep and lifecycle event of the run, with
+      the RPCs each sent: ``format(limit=)``, ``select(host=, process=,
+      op=)``, ``digest()`` (a sha256: same seed, same digest).
+    - ``w.hosts`` (by name), ``w.processes`` (in spawn order), ``w.now``,
+      ``w.choices`` (pass back as ``chooser`` to replay), ``w.seed``.
+
+    A process that raises makes ``w.run()`` raise ``ProcessFailed`` naming
+    it; ``w.run(check=False)`` leaves failures to ``Process.exception()``.
+
+    Example::
+
+        w = World(seed=1)
+        w.server.mkdir("/shared/t")
+        consumer = w.host("consumer", mount="vers=3,acdirmin=3")
+        p = w.spawn(consumer, wait_for, "/shared/t/marker")
+        w.run(until=60)
+        p.result(); print(w.trace.format(limit=5)); print(w.explain("/shared/t/marker"))
     """
 
     def __init__(self, seed: int = 0, *, export: str = "/shared",
@@ -240,6 +264,7 @@ class World:
 
     @property
     def now_ns(self) -> int:
+        """Virtual nanoseconds since the world began (exact: no float rounding)."""
         return self.clock.now_ns
 
     @property
@@ -380,7 +405,7 @@ class World:
                           open_file.path, outcome, tuple(client.call_rpcs))
         client.call_rpcs = saved
 
-    def pid_alive(self, pid: int) -> bool:
+    def _pid_alive(self, pid: int) -> bool:
         """Whether a simulated process with this pid still has a live thread."""
         return any(p.group.pid == pid and p.state not in (sched.DONE, sched.DETACHED)
                    for p in self.processes)

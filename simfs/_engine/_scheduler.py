@@ -131,6 +131,7 @@ class Process:
 
     @property
     def done(self) -> bool:
+        """Whether the process has finished (returned, raised or was stopped)."""
         return self.state == DONE
 
     def group_random(self) -> random.Random:
