@@ -138,6 +138,9 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"where to run: {' or '.join(BACKENDS)} (default sim)")
     run.add_argument("--json", metavar="PATH", type=_output_path("--json"),
                      help="also write the result as JSON (checked before the run)")
+    run.add_argument("--report", metavar="PATH", type=_output_path("--report"),
+                     help="simulation: write the first session's belief timeline as one "
+                          "self-contained HTML file")
     _add_run_options(run)
     agent = commands.add_parser(
         "agent", help="serve one host's processes to a coordinator on another machine")
@@ -197,7 +200,11 @@ def _params(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _backend(name: str, rpc_latency: float = 0.0) -> Backend:
+def _backend(name: str, rpc_latency: float = 0.0, recording: bool = False) -> Backend:
+    if name == "sim" and recording:
+        from ._report import RecordingSimBackend
+
+        return RecordingSimBackend(rpc_latency=rpc_latency)
     if name == "sim":
         from ._sim import SimBackend
 
@@ -221,20 +228,21 @@ def _overrides(pairs: Sequence[str]) -> dict[str, str]:
     return given
 
 
-def _check_writable(path: str) -> None:
+def _check_writable(option: str, path: str) -> None:
     """Refuse an output path before the run, so that no result is lost after it.
 
     Opening for append creates nothing new in an existing file and proves the
     permission; a file created only to prove it is removed again.
     """
     if os.path.isdir(path):
-        raise ScenarioError(f"--json {path!r} is a directory; allowed: a file path")
+        raise ScenarioError(f"{option} {path!r} is a directory; allowed: a file path")
     existed = os.path.exists(path)
     try:
         with open(path, "a", encoding="utf-8"):
             pass
     except OSError as error:
-        raise ScenarioError(f"--json {path!r} cannot be written: {error.strerror}") from None
+        raise ScenarioError(f"{option} {path!r} cannot be written: {error.strerror}"
+                            ) from None
     if not existed:
         os.remove(path)
 
@@ -298,9 +306,13 @@ def _run(args: argparse.Namespace) -> int:
     names = sorted(SCENARIOS) if args.name == "all" else [args.name]
     classes = [get(name) for name in names]
     params = _resolve_all(args, classes)
-    if args.json is not None:
-        _check_writable(args.json)
-    backend = _backend(args.backend, args.rpc_latency)
+    for option, path in (("--json", args.json), ("--report", args.report)):
+        if path is not None:
+            _check_writable(option, path)
+    if args.report is not None and (args.backend != "sim" or len(classes) != 1):
+        raise ScenarioError("--report needs one scenario on the simulation (--backend sim), "
+                            f"not {args.name!r} on {args.backend!r}")
+    backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None)
     progress = ProgressLine.for_stderr(args.quiet)
     results: list[ScenarioResult] = []
     failed = False
@@ -319,6 +331,12 @@ def _run(args: argparse.Namespace) -> int:
         failed = failed or bool(problems)
         print(f"\n[{scenario_class.name}: {elapsed:.2f} s wall, trace sha256 "
               f"{result.trace_sha256[:16]}...]\n")
+    if args.report is not None:
+        from ._report import RecordingSimBackend, write_report
+
+        assert isinstance(backend, RecordingSimBackend)
+        print(write_report(backend, args.report, f"{args.name}, seed {args.seed}"),
+              file=sys.stderr)
     if args.json is not None:
         try:
             dump_json(results, args.json)

@@ -64,11 +64,11 @@ def test_an_unwritable_json_path_is_refused_before_the_run(tmp_path, capsys, mon
 
 def test_checking_a_json_path_leaves_no_file_behind_and_keeps_an_existing_one(tmp_path):
     new = tmp_path / "new.json"
-    _check_writable(str(new))
+    _check_writable("--json", str(new))
     assert not new.exists()
     old = tmp_path / "old.json"
     old.write_text("kept")
-    _check_writable(str(old))
+    _check_writable("--json", str(old))
     assert old.read_text() == "kept"
 
 
@@ -159,3 +159,25 @@ def test_the_json_is_written_after_a_successful_run(tmp_path):
     assert main(["run", "handshake", "--trials", "1", "--quiet", "--json", str(out)]) == 0
     assert '"scenario": "handshake"' in out.read_text()
     assert os.path.getsize(out) > 0
+
+
+def test_report_writes_one_html_file_with_a_swimlane_per_path(tmp_path, capsys):
+    import re
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "report.html"
+    assert main(["run", "handshake", "--trials", "1", "--quiet", "--report", str(out)]) == 0
+    html = out.read_text()
+    svgs = [ET.fromstring(svg) for svg in re.findall(r"<svg .*?</svg>", html, re.S)]
+    assert svgs and "<script" not in html
+    stalls = [rect for svg in svgs for rect in svg.iter("{http://www.w3.org/2000/svg}rect")
+              if rect.get("class") == "stall"]
+    # The first group is the bare exists() poller: its stall is drawn, with its rule.
+    assert stalls and any("negative dentry" in rect[0].text for rect in stalls)
+    assert f"report: {out} (" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["run", "all"], ["run", "handshake", "--backend", "real"]])
+def test_report_needs_one_scenario_on_the_simulation(argv, tmp_path, capsys):
+    assert main([*argv, "--report", str(tmp_path / "r.html")]) == 2
+    assert "--report needs one scenario on the simulation" in capsys.readouterr().err
