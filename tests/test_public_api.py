@@ -37,3 +37,8 @@ def test_help_on_world_tells_a_user_about_the_server_view_and_the_trace():
 @pytest.mark.parametrize("name", ["spawn_thread", "delayed_close", "next_ofd_id", "pid_alive"])
 def test_internal_plumbing_is_not_public_api(name):
     assert not hasattr(simfs.World, name)
+
+
+@pytest.mark.parametrize("name", ["wait_token", "joiners"])
+def test_scheduler_bookkeeping_is_not_public_on_process(name):
+    assert name not in simfs.Process.__slots__

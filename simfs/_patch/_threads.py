@@ -109,10 +109,10 @@ def install() -> None:
         if timeout is not None:
             deadline = process.scheduler.clock.now_ns + seconds_to_ns(max(timeout, 0), "timeout")
         while child.state not in (sched.DONE, sched.DETACHED):
-            child.joiners.append(process)
+            child._joiners.append(process)
             if not process.scheduler.block(f"join of {child.name!r}", deadline):
-                if process in child.joiners:
-                    child.joiners.remove(process)
+                if process in child._joiners:
+                    child._joiners.remove(process)
                 break
         return None
 
