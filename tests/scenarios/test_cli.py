@@ -181,3 +181,11 @@ def test_report_writes_one_html_file_with_a_swimlane_per_path(tmp_path, capsys):
 def test_report_needs_one_scenario_on_the_simulation(argv, tmp_path, capsys):
     assert main([*argv, "--report", str(tmp_path / "r.html")]) == 2
     assert "--report needs one scenario on the simulation" in capsys.readouterr().err
+
+
+def test_a_waiter_that_gives_up_exits_1_naming_the_process_and_its_host(capsys):
+    # timeout=1 is allowed, but the bare exists() poller stalls ~30 s: it raises.
+    assert main(["run", "handshake", "--trials", "1", "--quiet", "--param", "timeout=1"]) == 1
+    err = capsys.readouterr().err
+    assert "process 'waiter' on host 'consumer' raised TimeoutError" in err
+    assert "Traceback" not in err
