@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
+
+from simfs import MountOptionError, MountOptions, MountOptionWarning
 
 
 class ScenarioError(ValueError):
@@ -43,25 +47,55 @@ class Param:
         try:
             value = self.kind(text)
         except ValueError:
-            raise ScenarioError(f"parameter {self.name}={text!r}: not a "
-                                f"{self.kind.__name__}; {self.describe()}") from None
+            raise ScenarioError(f"parameter {self.name}={text!r}: not "
+                                f"{_article(self.kind.__name__)}; {self.describe()}") from None
         return self.check(value)
 
     def check(self, value: Any) -> Any:
+        """``value`` if this parameter allows it.
+
+        Floats must be finite: a ``nan`` poll interval or an ``inf`` delay
+        would reach the simulation as a sleep it must refuse mid-run.  A
+        parameter called ``mount`` is an nfs(5) option string, parsed here
+        exactly as each host will parse it, so a bad option stops the run
+        before it starts.
+
+        Raises:
+            ScenarioError: naming the parameter, the value and what is allowed.
+        """
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ScenarioError(f"parameter {self.name}={value!r}: not a finite number; "
+                                f"{self.describe()}")
         if self.choices is not None and value not in self.choices:
             raise ScenarioError(f"parameter {self.name}={value!r}: {self.describe()}")
         if self.minimum is not None and value < self.minimum:
             raise ScenarioError(f"parameter {self.name}={value!r}: {self.describe()}")
+        if self.name == "mount":
+            try:
+                with warnings.catch_warnings():  # the hosts warn when they mount
+                    warnings.simplefilter("ignore", MountOptionWarning)
+                    MountOptions.parse(value)
+            except MountOptionError as error:
+                raise ScenarioError(f"parameter mount={value!r}: {error}") from None
         return value
 
-    def describe(self) -> str:
+    def allowed(self) -> str:
+        """What values this parameter takes, in words: ``a float >= 0.001``."""
         if self.choices is not None:
-            allowed = "one of " + ", ".join(repr(choice) for choice in self.choices)
-        elif self.minimum is not None:
-            allowed = f"a {self.kind.__name__} >= {self.minimum}"
-        else:
-            allowed = f"a {self.kind.__name__}"
-        return f"allowed: {allowed} (default {self.default!r}; {self.help})"
+            return "one of " + ", ".join(repr(choice) for choice in self.choices)
+        if self.name == "mount":
+            return "nfs(5) options, comma-separated"
+        if self.minimum is not None:
+            return f"{_article(self.kind.__name__)} >= {self.minimum:g}"
+        return _article(self.kind.__name__)
+
+    def describe(self) -> str:
+        """The allowed values, the default and the help, for error messages."""
+        return f"allowed: {self.allowed()} (default {self.default!r}; {self.help})"
+
+
+def _article(noun: str) -> str:
+    return f"{'an' if noun[:1] in ('a', 'e', 'i', 'o', 'u') else 'a'} {noun}"
 
 
 @dataclass(frozen=True)

@@ -1,98 +1,250 @@
-"""The command line: ``python -m scenarios list | run NAME|all [options]``."""
+"""The command line: ``python -m scenarios list | params | run | fidelity | agent``.
+
+Exit status: 0 when everything behaved; 1 when an invariant was violated, a
+fidelity row was flagged, or the simulation itself failed (a deadlock, an
+escape); 2 for bad usage: an unknown scenario, parameter or value, or a
+``--json`` path that cannot be written.  Bad input never shows a traceback:
+every message names the value and what is allowed.
+"""
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from simfs import SimfsError
 
 from . import SCENARIOS, get
-from ._base import Backend, ScenarioError, ScenarioResult, dump_json
+from ._base import Backend, Scenario, ScenarioError, ScenarioResult, dump_json, format_table
+from ._progress import ProgressLine
 
 BACKENDS = ("sim", "real")
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+EXIT_STATUS = """\
+exit status:
+  0  every invariant held (run), no row flagged (fidelity)
+  1  an invariant was violated, a fidelity row was flagged, or the simulation
+     itself failed (deadlock, escape, a process blocked on something real)
+  2  bad usage: unknown scenario, parameter or value; unwritable --json path"""
+
+
+# -- argument types: each names the bad value and what is allowed -------------------
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--seed {text!r}: allowed: an int >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"--seed {value}: allowed: an int >= 0")
+    return value
+
+
+def _trials(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--trials {text}: allowed: an int >= 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(
+            f"--rpc-latency {text}: allowed: a finite number of seconds >= 0")
+    return value
+
+
+def _backend_name(text: str) -> str:
+    if text not in BACKENDS:
+        raise argparse.ArgumentTypeError(
+            f"unknown backend {text!r}; allowed: {', '.join(BACKENDS)}")
+    return text
+
+
+def _output_path(option: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if not text.strip():
+            raise argparse.ArgumentTypeError(f"{option} {text!r}: allowed: a file path")
+        return text
+    return parse
+
+
+# -- the parser ---------------------------------------------------------------------
+
+def _params_help() -> str:
+    """Every scenario's parameters, for ``run --help``."""
+    return "parameters (--param NAME=VALUE), by scenario:\n\n" + "\n\n".join(
+        _describe_params(SCENARIOS[name]) for name in sorted(SCENARIOS))
+
+
+def _describe_params(scenario: type[Scenario]) -> str:
+    header = f"{scenario.name}: {scenario.summary}"
+    if not scenario.params:
+        return header + "\n  (no parameters)"
+    rows = [[param.name, repr(param.default), param.allowed(), param.help]
+            for param in scenario.params]
+    table = format_table(["name", "default", "allowed", "what"], rows)
+    return header + "\n" + "\n".join("  " + line for line in table.splitlines())
+
+
+def _with_fidelity() -> list[str]:
+    """Scenarios that define a sim-versus-real comparison."""
+    return sorted(name for name, scenario in SCENARIOS.items()
+                  if scenario.fidelity_key_names is not Scenario.fidelity_key_names)
+
+
+def _add_run_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--trials", type=_trials, default=None,
+                         help="trials per group (scenarios that have trials)")
+    command.add_argument("--seed", type=_seed, default=0,
+                         help="seed of the run, an int >= 0 (default 0)")
+    command.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                         help="override a scenario parameter (repeatable; see below)")
+    command.add_argument("--quiet", action="store_true",
+                         help="no progress on stderr (it is off anyway when stderr is "
+                              "not a terminal)")
+    command.add_argument("--rpc-latency", type=_seconds, default=0.0, metavar="SECONDS",
+                         help="simulation: virtual seconds each RPC takes (default 0)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m scenarios",
-                                     description="The seed incidents as experiments.")
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(prog="python -m scenarios", formatter_class=raw,
+                                     description="The seed incidents as experiments.",
+                                     epilog=EXIT_STATUS)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="list the scenarios")
-    run = commands.add_parser("run", help="run a scenario (or all) and print its table")
+    params = commands.add_parser("params", help="list a scenario's parameters")
+    params.add_argument("name", nargs="?", default="all", help="a scenario name, or 'all'")
+    run = commands.add_parser("run", help="run a scenario (or all) and print its table",
+                              formatter_class=raw,
+                              epilog=_params_help() + "\n\n" + EXIT_STATUS)
     run.add_argument("name", help="a scenario name, or 'all'")
-    run.add_argument("--backend", default="sim",
+    run.add_argument("--backend", type=_backend_name, default="sim",
                      help=f"where to run: {' or '.join(BACKENDS)} (default sim)")
-    run.add_argument("--trials", type=int, default=None, help="trials per group")
-    run.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
-    run.add_argument("--json", metavar="PATH", help="also write the result as JSON")
-    run.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                     help="override a scenario parameter (repeatable)")
-    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    run.add_argument("--rpc-latency", type=float, default=0.0, metavar="SECONDS",
-                     help="sim backend: virtual seconds each RPC takes (default 0)")
+    run.add_argument("--json", metavar="PATH", type=_output_path("--json"),
+                     help="also write the result as JSON (checked before the run)")
+    run.add_argument("--report", metavar="PATH", type=_output_path("--report"),
+                     help="simulation: write the first session's belief timeline as one "
+                          "self-contained HTML file")
+    _add_run_options(run)
     agent = commands.add_parser(
         "agent", help="serve one host's processes to a coordinator on another machine")
     agent.add_argument("--host", required=True, help="the host this machine is")
     agent.add_argument("--listen", default="0.0.0.0:7700", help="address:port (default "
                        "0.0.0.0:7700)")
     fidelity = commands.add_parser(
-        "fidelity", help="run a scenario on the simulation and on real NFS, side by side")
-    fidelity.add_argument("name", help="a scenario name")
-    fidelity.add_argument("--trials", type=int, default=None, help="trials per group")
-    fidelity.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
-    fidelity.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                          help="override a scenario parameter (repeatable)")
-    fidelity.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    fidelity.add_argument("--rpc-latency", type=float, default=0.0, metavar="SECONDS",
-                          help="virtual seconds each simulated RPC takes (default 0)")
+        "fidelity", formatter_class=raw, epilog=EXIT_STATUS,
+        help="run a scenario on the simulation and on real NFS, side by side")
+    fidelity.add_argument("name", help="a scenario with a comparison: "
+                          + ", ".join(_with_fidelity()))
+    _add_run_options(fidelity)
     return parser
 
 
-def _backend(name: str, rpc_latency: float = 0.0) -> Backend:
-    if rpc_latency < 0:
-        raise ScenarioError(f"--rpc-latency {rpc_latency}: allowed: seconds >= 0")
+# -- running --------------------------------------------------------------------------
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status (see the module docstring)."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
+        return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            if args.command == "list":
+                for name, scenario in sorted(SCENARIOS.items()):
+                    print(f"{name:10} seed {scenario.seed_file}  {scenario.summary}")
+                return EXIT_OK
+            if args.command == "params":
+                return _params(args)
+            if args.command == "fidelity":
+                return _fidelity(args)
+            if args.command == "agent":
+                return _agent(args)
+            return _run(args)
+        except ScenarioError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        except SimfsError as error:
+            print(f"error: the simulation failed: {error}", file=sys.stderr)
+            return EXIT_FAILED
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            return 130
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str,
+                  lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def _params(args: argparse.Namespace) -> int:
+    names = sorted(SCENARIOS) if args.name == "all" else [get(args.name).name]
+    print("\n\n".join(_describe_params(SCENARIOS[name]) for name in names))
+    return EXIT_OK
+
+
+def _backend(name: str, rpc_latency: float = 0.0, recording: bool = False) -> Backend:
+    if name == "sim" and recording:
+        from ._report import RecordingSimBackend
+
+        return RecordingSimBackend(rpc_latency=rpc_latency)
     if name == "sim":
         from ._sim import SimBackend
 
         return SimBackend(rpc_latency=rpc_latency)
-    if name == "real":
-        from ._real import RealBackend
+    from ._real import RealBackend
 
-        return RealBackend.from_environment()
-    raise ScenarioError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
+    return RealBackend.from_environment()
 
 
 def _overrides(pairs: Sequence[str]) -> dict[str, str]:
-    given = {}
+    given: dict[str, str] = {}
     for pair in pairs:
         name, equals, value = pair.partition("=")
+        name = name.strip()
         if not equals or not name:
             raise ScenarioError(f"--param {pair!r}: write it as NAME=VALUE")
-        given[name.strip()] = value.strip()
+        if name in given:
+            raise ScenarioError(f"--param {name} given twice ({given[name]!r} and "
+                                f"{value.strip()!r}); give each parameter once")
+        given[name] = value.strip()
     return given
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _check_writable(option: str, path: str) -> None:
+    """Refuse an output path before the run, so that no result is lost after it.
+
+    Opening for append creates nothing new in an existing file and proves the
+    permission; a file created only to prove it is removed again.
+    """
+    if os.path.isdir(path):
+        raise ScenarioError(f"{option} {path!r} is a directory; allowed: a file path")
+    existed = os.path.exists(path)
     try:
-        if args.command == "list":
-            for name, scenario in sorted(SCENARIOS.items()):
-                print(f"{name:10} seed {scenario.seed_file}  {scenario.summary}")
-            return 0
-        if args.command == "fidelity":
-            return _fidelity(args)
-        if args.command == "agent":
-            return _agent(args)
-        return _run(args)
-    except ScenarioError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-def _progress(quiet: bool) -> Callable[[str], None]:
-    if quiet:
-        return lambda message: None
-    return lambda message: print(message, file=sys.stderr, flush=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as error:
+        raise ScenarioError(f"{option} {path!r} cannot be written: {error.strerror}"
+                            ) from None
+    if not existed:
+        os.remove(path)
 
 
 def _agent(args: argparse.Namespace) -> int:
@@ -104,47 +256,73 @@ def _agent(args: argparse.Namespace) -> int:
         raise ScenarioError(f"agent: host {args.host!r} has no mount in NFS_MOUNTS "
                             f"({', '.join(sorted(mounts))})")
     serve(args.host, mounts[args.host], args.listen)
-    return 0
+    return EXIT_OK
 
 
 def _fidelity(args: argparse.Namespace) -> int:
     from ._fidelity import run_fidelity
 
+    comparable = _with_fidelity()
+    if args.name not in comparable:
+        why = ("has no sim-versus-real comparison" if args.name in SCENARIOS
+               else "is not a scenario" if args.name != "all"
+               else "is not offered: fidelity compares one scenario at a time")
+        raise ScenarioError(f"fidelity {args.name!r} {why}; allowed: {', '.join(comparable)}")
     scenario_class = get(args.name)
-    if args.trials is not None and args.trials < 1:
-        raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
     params = scenario_class.resolve_params(_overrides(args.param), args.trials)
+    progress = ProgressLine.for_stderr(args.quiet)
     table, flags = run_fidelity(scenario_class(), _backend("sim", args.rpc_latency),
-                                _backend("real"), args.seed,
-                                params, _progress(args.quiet))
+                                _backend("real"), args.seed, params, progress)
+    progress.finish()
     print(table)
     for flag in flags:
         print(f"FLAGGED: {flag}")
     print(f"\n{len(flags)} flagged row(s)")
-    return 1 if flags else 0
+    return EXIT_FAILED if flags else EXIT_OK
+
+
+def _resolve_all(args: argparse.Namespace, classes: list[type[Scenario]]
+                 ) -> list[dict[str, object]]:
+    """Each scenario's parameters; every --param must belong to one scenario at least."""
+    overrides = _overrides(args.param)
+    if args.name != "all":
+        (only,) = classes
+        return [only.resolve_params(overrides, args.trials)]
+    known = {param.name for scenario in classes for param in scenario.params}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ScenarioError(f"no scenario has parameter(s) {', '.join(unknown)}; "
+                            f"parameters: {', '.join(sorted(known))}")
+    resolved = []
+    for scenario in classes:
+        own = {param.name for param in scenario.params}
+        resolved.append(scenario.resolve_params(
+            {name: value for name, value in overrides.items() if name in own},
+            args.trials if scenario.has_trials else None))
+    return resolved
 
 
 def _run(args: argparse.Namespace) -> int:
     names = sorted(SCENARIOS) if args.name == "all" else [args.name]
     classes = [get(name) for name in names]
-    backend = _backend(args.backend, args.rpc_latency)
-    overrides = _overrides(args.param)
-    if args.trials is not None and args.trials < 1:
-        raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
-    progress = _progress(args.quiet)
+    params = _resolve_all(args, classes)
+    for option, path in (("--json", args.json), ("--report", args.report)):
+        if path is not None:
+            _check_writable(option, path)
+    if args.report is not None and (args.backend != "sim" or len(classes) != 1):
+        raise ScenarioError("--report needs one scenario on the simulation (--backend sim), "
+                            f"not {args.name!r} on {args.backend!r}")
+    backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None)
+    progress = ProgressLine.for_stderr(args.quiet)
     results: list[ScenarioResult] = []
     failed = False
-    for scenario_class in classes:
+    for index, (scenario_class, values) in enumerate(zip(classes, params)):
         scenario = scenario_class()
-        trials = args.trials if scenario_class.has_trials else None
-        if args.trials is not None and not scenario_class.has_trials and args.name != "all":
-            raise ScenarioError(f"scenario {scenario_class.name!r} takes no --trials")
-        params = scenario_class.resolve_params(
-            {k: v for k, v in overrides.items()
-             if args.name != "all" or k in {p.name for p in scenario_class.params}}, trials)
+        progress.prefix = f"[{index + 1}/{len(classes)}] " if len(classes) > 1 else ""
         started = time.perf_counter()
-        result = scenario.run(backend, args.seed, params, progress)
+        result = scenario.run(backend, args.seed, values, progress)
         elapsed = time.perf_counter() - started
+        progress.finish()
         results.append(result)
         print(scenario.table(result))
         problems = scenario.check(result)
@@ -153,6 +331,17 @@ def _run(args: argparse.Namespace) -> int:
         failed = failed or bool(problems)
         print(f"\n[{scenario_class.name}: {elapsed:.2f} s wall, trace sha256 "
               f"{result.trace_sha256[:16]}...]\n")
-    if args.json:
-        dump_json(results, args.json)
-    return 1 if failed else 0
+    if args.report is not None:
+        from ._report import RecordingSimBackend, write_report
+
+        assert isinstance(backend, RecordingSimBackend)
+        print(write_report(backend, args.report, f"{args.name}, seed {args.seed}"),
+              file=sys.stderr)
+    if args.json is not None:
+        try:
+            dump_json(results, args.json)
+        except OSError as error:
+            print(f"error: could not write --json {args.json!r}: {error.strerror}; "
+                  "the tables above are the results", file=sys.stderr)
+            return EXIT_FAILED
+    return EXIT_FAILED if failed else EXIT_OK

@@ -22,6 +22,8 @@ from ._errors import (
     FaultPlanError,
     HostCrashed,
     MountOptionError,
+    MountOptionWarning,
+    ProcessFailed,
     ProcessNotFinished,
     ReplayDiverged,
     RunawaySimulation,
@@ -32,12 +34,14 @@ from ._nfs._beliefs import Belief
 from ._nfs._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostCrash
 from ._nfs._mount import MountOptions
 from ._nfs._server import Attrs
+from ._report import BeliefRecorder, Timeline, render_html
 from ._world import Host, World
 
 __all__ = [
     "FAULTABLE_OPS",
     "Attrs",
     "Belief",
+    "BeliefRecorder",
     "BlockedOutsideSimulation",
     "ChooserError",
     "CloseDelay",
@@ -49,15 +53,19 @@ __all__ = [
     "HostCrash",
     "HostCrashed",
     "MountOptionError",
+    "MountOptionWarning",
     "MountOptions",
     "Process",
+    "ProcessFailed",
     "ProcessNotFinished",
     "ReplayDiverged",
     "RunawaySimulation",
     "SimfsError",
     "SimulationEscape",
+    "Timeline",
     "Trace",
     "TraceEvent",
     "World",
     "current_process",
+    "render_html",
 ]

@@ -27,6 +27,15 @@ class MountOptionError(SimfsError, ValueError):
         super().__init__(f"mount option {option!r}: {problem}; allowed: {allowed}")
 
 
+class MountOptionWarning(UserWarning):
+    """An nfs(5) option string the kernel accepts but that likely says something else.
+
+    A repeated option (the last one wins) or a minimum attribute timeout above
+    its maximum: Linux mounts both without complaint, and so does simfs, but
+    neither is usually what the writer meant.
+    """
+
+
 class FaultPlanError(SimfsError, ValueError):
     """A fault rule that could never fire as written, or names something unknown."""
 
@@ -81,6 +90,29 @@ class Deadlock(SimfsError):
             "simulation deadlocked: nothing is runnable and no timer is pending; blocked: "
             + "; ".join(blocked)
         )
+
+
+class ProcessFailed(SimfsError):
+    """Processes raised exceptions that nobody asked for: ``World.run()`` reports them.
+
+    A process whose callable raises ends quietly inside the world, the way a
+    crashed job on one host does not stop the others; ``run()`` then raises
+    this, naming each failed process, its host and what it raised, so a
+    failure cannot pass unseen.  ``run(check=False)`` leaves them to
+    ``Process.result()`` / ``Process.exception()``.
+
+    Attributes:
+        failures: ``(process name, host name, exception)`` per failed process,
+            in the order they were spawned.
+    """
+
+    def __init__(self, failures: list[tuple[str, str, BaseException]]) -> None:
+        self.failures = failures
+        lines = [f"process {name!r} on host {host!r} raised {type(error).__name__}: {error}"
+                 for name, host, error in failures]
+        super().__init__(
+            f"{len(failures)} simulated process(es) failed (pass run(check=False) when a "
+            "failure is the expected outcome):\n  " + "\n  ".join(lines))
 
 
 class RunawaySimulation(SimfsError):

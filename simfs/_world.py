@@ -18,7 +18,15 @@ from ._engine import _scheduler as sched
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._scheduler import Process, ProcessGroup, Scheduler
 from ._engine._trace import Trace
-from ._errors import Deadlock, FaultPlanError, ReplayDiverged, SimfsError
+from ._errors import (
+    Deadlock,
+    FaultPlanError,
+    HostCrashed,
+    ProcessFailed,
+    ProcessNotFinished,
+    ReplayDiverged,
+    SimfsError,
+)
 from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
 from ._nfs._faults import FaultPlan, FaultState
@@ -110,6 +118,30 @@ class World:
         trace_keep: how many of the latest trace events to keep readable
             (None: all).  The trace's digest and length always cover the whole
             run; set this for long runs whose memory must stay bounded.
+
+    What a test reads and sets up, besides the methods below:
+
+    - ``w.server``: the server's truth, bypassing every client cache; set up
+      and inspect the export with ``mkdir``, ``write_bytes``/``write_text``,
+      ``exists``, ``isdir``, ``stat``, ``listdir``, ``read_bytes``/
+      ``read_text`` (no RPCs, no trace, no yield).
+    - ``w.trace``: every syscall, sleep and lifecycle event of the run, with
+      the RPCs each sent: ``format(limit=)``, ``select(host=, process=,
+      op=)``, ``digest()`` (a sha256: same seed, same digest).
+    - ``w.hosts`` (by name), ``w.processes`` (in spawn order), ``w.now``,
+      ``w.choices`` (pass back as ``chooser`` to replay), ``w.seed``.
+
+    A process that raises makes ``w.run()`` raise ``ProcessFailed`` naming
+    it; ``w.run(check=False)`` leaves failures to ``Process.exception()``.
+
+    Example::
+
+        w = World(seed=1)
+        w.server.mkdir("/shared/t")
+        consumer = w.host("consumer", mount="vers=3,acdirmin=3")
+        p = w.spawn(consumer, wait_for, "/shared/t/marker")
+        w.run(until=60)
+        p.result(); print(w.trace.format(limit=5)); print(w.explain("/shared/t/marker"))
     """
 
     def __init__(self, seed: int = 0, *, export: str = "/shared",
@@ -149,6 +181,7 @@ class World:
         self._pids = itertools.count(1000)
         self._names: Counter[str] = Counter()
         self._crashes_scheduled = False
+        self._reported: set[Process] = set()
         self.random = random.Random(f"simfs-world:{seed}")
 
     # -- building ---------------------------------------------------------------
@@ -193,7 +226,7 @@ class World:
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
                                  group, parent=None, daemon=False)
 
-    def spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
+    def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
                      daemon: bool) -> Process:
         """A thread started inside ``parent``'s process: same host, same descriptors."""
         return self._add_process(parent.host, target, self._unique_name(name), parent.group,
@@ -235,6 +268,7 @@ class World:
 
     @property
     def now_ns(self) -> int:
+        """Virtual nanoseconds since the world began (exact: no float rounding)."""
         return self.clock.now_ns
 
     @property
@@ -242,13 +276,23 @@ class World:
         """Every choice the chooser made, in order: pass it back as ``chooser`` to replay."""
         return list(self.scheduler.choices)
 
-    def run(self, until: float | None = None) -> None:
+    def run(self, until: float | None = None, *, check: bool = True) -> None:
         """Run until every process has finished, or until virtual time ``until``.
 
         The clock stops at the last event when everything finished first, and
         at ``until`` when processes were still sleeping or waiting then.
 
+        Args:
+            until: virtual seconds to stop at; None runs until nothing can happen.
+            check: raise ``ProcessFailed`` when a process raised during this
+                run (each failure is reported once, by the run it happened
+                in).  Pass False when failures are the expected outcome and
+                read them with ``Process.exception()``.  A process stopped by
+                a ``HostCrash`` or by the world's teardown is not a failure.
+
         Raises:
+            ProcessFailed: with ``check``, processes raised; names each
+                process, its host and its exception.
             SimulationEscape: a process reached outside the simulation.
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
@@ -275,6 +319,21 @@ class World:
             self._finish_quiescent()
         elif until_ns is not None and self.clock.now_ns < until_ns:
             self.clock.advance_to(until_ns)
+        failures = self._new_failures()
+        if check and failures:
+            raise ProcessFailed(failures) from failures[0][2]
+
+    def _new_failures(self) -> list[tuple[str, str, BaseException]]:
+        """Processes that raised since the last run(), marked as seen."""
+        failures: list[tuple[str, str, BaseException]] = []
+        for process in self.processes:
+            error = process._error
+            if (process in self._reported or process.state != sched.DONE or error is None
+                    or isinstance(error, (HostCrashed, ProcessNotFinished))):
+                continue
+            self._reported.add(process)
+            failures.append((process.name, process.host.name, error))
+        return failures
 
     def _finish_quiescent(self) -> None:
         """Nothing can happen any more: unwind what is left, and report a deadlock.
@@ -335,7 +394,7 @@ class World:
         host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
 
-    def delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
+    def _delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
         """A close that a ``CloseDelay`` held back lands now."""
         if host.crashed:
             return
@@ -350,12 +409,13 @@ class World:
                           open_file.path, outcome, tuple(client.call_rpcs))
         client.call_rpcs = saved
 
-    def pid_alive(self, pid: int) -> bool:
+    def _pid_alive(self, pid: int) -> bool:
         """Whether a simulated process with this pid still has a live thread."""
         return any(p.group.pid == pid and p.state not in (sched.DONE, sched.DETACHED)
                    for p in self.processes)
 
-    def next_ofd_id(self) -> int:
+    def _next_ofd_id(self) -> int:
+        """A fresh open-file-description id (one per open(), shared by dup()s)."""
         return next(self._ofd_ids)
 
     # -- process lifecycle --------------------------------------------------------

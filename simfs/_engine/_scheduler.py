@@ -95,10 +95,9 @@ class Process:
     ``result()`` returns the callable's value or re-raises its exception.
     """
 
-    __slots__ = ("_baton", "_error", "_value", "abandoned", "daemon", "group", "host",
-                 "joiners", "kill",
-                 "last_call", "name", "parent", "pid", "scheduler", "started", "state",
-                 "syscalls", "target", "wait_token", "waiting_on", "woken")
+    __slots__ = ("_baton", "_error", "_joiners", "_value", "_wait_token", "abandoned",
+                 "daemon", "group", "host", "kill", "last_call", "name", "parent", "pid",
+                 "scheduler", "started", "state", "syscalls", "target", "waiting_on", "woken")
 
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
@@ -115,13 +114,13 @@ class Process:
         self._baton = _thread.allocate_lock()
         self._baton.acquire()
         self.started = False
-        self.wait_token = 0
+        self._wait_token = 0
         self.woken = False
         self.waiting_on = ""
         self.last_call: tuple[str, str] | None = None
         self.kill: BaseException | None = None
         self.abandoned = False
-        self.joiners: list[Process] = []
+        self._joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
         self.syscalls: Any = None
@@ -131,6 +130,7 @@ class Process:
 
     @property
     def done(self) -> bool:
+        """Whether the process has finished (returned, raised or was stopped)."""
         return self.state == DONE
 
     def group_random(self) -> random.Random:
@@ -214,8 +214,8 @@ class Scheduler:
             self.yield_now()
             return
         process.state = SLEEPING
-        process.wait_token += 1
-        heapq.heappush(self.timers, (when_ns, next(self._seq), process, process.wait_token))
+        process._wait_token += 1
+        heapq.heappush(self.timers, (when_ns, next(self._seq), process, process._wait_token))
         self._dispatch(process)
 
     def sleep(self, seconds_ns: int) -> None:
@@ -228,10 +228,10 @@ class Scheduler:
         process.state = BLOCKED
         process.woken = False
         process.waiting_on = waiting_on
-        process.wait_token += 1
+        process._wait_token += 1
         if deadline_ns is not None:
             heapq.heappush(self.timers, (deadline_ns, next(self._seq), process,
-                                         process.wait_token))
+                                         process._wait_token))
         self._dispatch(process)
         process.waiting_on = ""
         return process.woken
@@ -241,7 +241,7 @@ class Scheduler:
         if process.state != BLOCKED:
             return
         process.state = RUNNABLE
-        process.wait_token += 1
+        process._wait_token += 1
         process.woken = True
         self.runnable.append(process)
 
@@ -257,7 +257,7 @@ class Scheduler:
         if process.state == RUNNABLE:
             self.runnable.remove(process)
         process.state = DETACHED
-        process.wait_token += 1
+        process._wait_token += 1
         if process._error is None:
             process._error = HostCrashed(f"process {process.name!r} stopped: {reason}")
 
@@ -301,9 +301,9 @@ class Scheduler:
         while timers and timers[0][0] <= now:
             _, _, target, token = heapq.heappop(timers)
             if isinstance(target, Process):
-                if target.wait_token == token and target.state in (SLEEPING, BLOCKED):
+                if target._wait_token == token and target.state in (SLEEPING, BLOCKED):
                     target.state = RUNNABLE
-                    target.wait_token += 1
+                    target._wait_token += 1
                     self.runnable.append(target)
             else:
                 target()
@@ -370,9 +370,9 @@ class Scheduler:
             self.on_exit(process)
         except BaseException as error:
             self.fatal = error
-        for joiner in process.joiners:
+        for joiner in process._joiners:
             self.wake(joiner)
-        process.joiners.clear()
+        process._joiners.clear()
         self._hand_on(self._pick(on_main=False), process)
 
     # -- called by the thread that runs the world -----------------------------------

@@ -31,9 +31,11 @@ class TraceEvent(NamedTuple):
 
     @property
     def time(self) -> float:
+        """Virtual seconds at which the event happened."""
         return self.time_ns / NS_PER_S
 
     def format(self) -> str:
+        """One line: time, host, process, operation, path, outcome, RPCs."""
         rpcs = f"  [{' '.join(self.rpcs)}]" if self.rpcs else ""
         path = f" {self.path}" if self.path else ""
         return (f"{self.time_ns / NS_PER_S:12.6f}s  {self.host:<8} {self.process:<14} "
@@ -75,6 +77,7 @@ class Trace:
 
     def record(self, time_ns: int, host: str, process: str, op: str, path: str,
                outcome: str, rpcs: tuple[str, ...] = ()) -> None:
+        """Append one event (the world and the syscall layer call this)."""
         pending = self._pending
         pending.append((time_ns, host, process, op, path, outcome, rpcs))
         if len(pending) >= _FOLD_EVERY:

@@ -35,6 +35,7 @@ class Belief:
     until: float | None
 
     def format(self) -> str:
+        """One line: host, belief, until when, and the rule behind it."""
         until = "" if self.until is None else f" until {self.until:.3f} s"
         return f"{self.host}: {self.believes}{until} ({self.because})"
 

@@ -103,6 +103,7 @@ class FaultRule:
         object.__setattr__(self, "_regex", re.compile(fnmatch.translate(self.path)))
 
     def matches(self, host: str, path: str) -> bool:
+        """Whether this applies to ``path`` on ``host`` (``path`` is a glob)."""
         return (self.host is None or self.host == host) and bool(self._regex.match(path))
 
     def __repr__(self) -> str:
@@ -135,6 +136,7 @@ class CloseDelay:
         object.__setattr__(self, "_regex", re.compile(fnmatch.translate(self.path)))
 
     def matches(self, host: str, path: str) -> bool:
+        """Whether this applies to ``path`` on ``host`` (``path`` is a glob)."""
         return (self.host is None or self.host == host) and bool(self._regex.match(path))
 
     def __repr__(self) -> str:
@@ -173,6 +175,7 @@ class FaultPlan:
             object.__setattr__(self, name, items)
 
     def hosts(self) -> set[str]:
+        """Every host the plan names, so the world can refuse unknown ones."""
         named = {rule.host for rule in self.rules if rule.host}
         named |= {delay.host for delay in self.close_delays if delay.host}
         return named | {crash.host for crash in self.crashes}

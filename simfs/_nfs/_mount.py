@@ -3,14 +3,29 @@
 Only options whose effect simfs models, or that are harmless to accept
 (``hard``, ``timeo``), are allowed; anything else is refused by name, so a
 typo such as ``acdirmn=3`` cannot silently leave the default in place.
+
+Two things Linux accepts are accepted here too, with a ``MountOptionWarning``:
+
+- A repeated option: the last one wins.  The kernel's
+  ``nfs_fs_context_parse_param`` (fs/nfs/fs_context.c) handles each option
+  in turn and assigns its field (``ctx->acdirmin = result.uint_32``), so a
+  later value overwrites an earlier one; nothing records that it was seen.
+- A minimum above its maximum (``acdirmin=60,acdirmax=10``): nothing clamps
+  or rejects it at mount time (``nfs_init_server`` in fs/nfs/client.c copies
+  the four values as given).  At run time ``nfs_update_inode`` (fs/nfs/inode.c)
+  sets ``attrtimeo`` to the minimum after a change and, after an unchanged
+  revalidation, doubles it and caps it at the maximum: the first timeout
+  after a change is ``acdirmin``, later ones ``acdirmax``.  The client model
+  applies the same rule (``NfsClient``), so the values are kept as given.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Final
 
-from .._errors import MountOptionError
+from .._errors import MountOptionError, MountOptionWarning
 
 # Linux defaults, nfs(5) "Options supported by all versions".
 DEFAULT_ACREGMIN: Final = 3
@@ -58,7 +73,13 @@ class MountOptions:
         """Parse an nfs(5) option string such as ``"vers=3,acdirmin=3"``.
 
         Options apply left to right, as the kernel applies them: a later
-        ``acdirmin`` overrides an earlier ``actimeo``.
+        ``acdirmin`` overrides an earlier ``actimeo``, and a repeated option's
+        last value wins.
+
+        Warns:
+            MountOptionWarning: an option given more than once, or a minimum
+                attribute timeout above its maximum (both accepted, as Linux
+                accepts them; see the module docstring).
 
         Raises:
             MountOptionError: an unknown option, a flag given a value, a value
@@ -66,6 +87,8 @@ class MountOptions:
                 or an unknown ``lookupcache`` mode.
         """
         options = cls()
+        seen: dict[str, str] = {}
+        repeats: list[str] = []
         for raw in text.split(","):
             item = raw.strip()
             if not item:
@@ -73,6 +96,10 @@ class MountOptions:
             name, has_value, value = item.partition("=")
             name = name.strip()
             value = value.strip()
+            if name in seen and seen[name] != item:
+                repeats.append(f"mount option {name!r} given more than once ({seen[name]!r}, "
+                               f"then {item!r}): the last one wins, as in the Linux kernel")
+            seen[name] = item
             if name in _FLAGS:
                 if has_value:
                     raise MountOptionError(item, f"{name!r} is a flag and takes no value", ALLOWED)
@@ -83,6 +110,14 @@ class MountOptions:
                 options = _apply_valued(options, item, name, value)
             else:
                 raise MountOptionError(item, "unknown or unsupported option", ALLOWED)
+        for message in repeats:  # only once the whole string is known to be valid
+            _warn(message)
+        for kind, low, high in (("acreg", options.acregmin, options.acregmax),
+                                ("acdir", options.acdirmin, options.acdirmax)):
+            if low > high:
+                _warn(f"mount options {kind}min={low} > {kind}max={high}: accepted, as the "
+                      f"Linux kernel accepts it; attributes are trusted {low} s after a "
+                      f"change, then {high} s after each unchanged revalidation")
         return options
 
     def attr_timeouts_ns(self, is_dir: bool) -> tuple[int, int]:
@@ -104,6 +139,11 @@ class MountOptions:
         if self.noac:
             parts.append("noac")
         return ",".join(parts)
+
+
+def _warn(message: str) -> None:
+    # stacklevel 4: parse -> World.host -> the user's call.
+    warnings.warn(message, MountOptionWarning, stacklevel=4)
 
 
 def _apply_flag(options: MountOptions, name: str) -> MountOptions:

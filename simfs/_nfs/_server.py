@@ -42,6 +42,7 @@ class Attrs:
 
     @property
     def is_dir(self) -> bool:
+        """Whether these are a directory's attributes."""
         return self.kind == DIR
 
 

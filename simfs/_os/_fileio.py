@@ -99,7 +99,7 @@ class FileCalls:
         open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
                              append=bool(flags & os.O_APPEND),
                              sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
-                             is_dir=attrs.is_dir, ofd_id=self._world.next_ofd_id())
+                             is_dir=attrs.is_dir, ofd_id=self._world._next_ofd_id())
         return allocate_fd(self._fds, open_file)
 
     def close(self, fd: int) -> None:
@@ -119,7 +119,7 @@ class FileCalls:
         delay = 0.0 if faults is None else faults.close_delay(self._host.name, open_file.path)
         if delay:
             self._scheduler.call_at(self._clock.now_ns + round(delay * NS_PER_S),
-                                    lambda: self._world.delayed_close(self._host, self._process,
+                                    lambda: self._world._delayed_close(self._host, self._process,
                                                                       open_file))
             return
         release_file(self._host, open_file)

@@ -149,7 +149,7 @@ def _install_specials() -> None:
             return real_kill(pid, signal)
         if signal != 0:
             raise escape(process, f"os.kill({pid}, {signal}) is not simulated")
-        if not process.host.world.pid_alive(pid):
+        if not process.host.world._pid_alive(pid):
             raise simulated_oserror(errno.ESRCH)
         return None
 

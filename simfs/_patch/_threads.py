@@ -91,7 +91,7 @@ def install() -> None:
         if self._started.is_set():  # type: ignore[attr-defined]
             raise RuntimeError("threads can only be started once")
         world = process.host.world
-        child = world.spawn_thread(process, lambda: _run_thread(self), self.name, self.daemon)
+        child = world._spawn_thread(process, lambda: _run_thread(self), self.name, self.daemon)
         self._simfs_process = child  # type: ignore[attr-defined]
         self._started.set()  # type: ignore[attr-defined]
         return None
@@ -109,10 +109,10 @@ def install() -> None:
         if timeout is not None:
             deadline = process.scheduler.clock.now_ns + seconds_to_ns(max(timeout, 0), "timeout")
         while child.state not in (sched.DONE, sched.DETACHED):
-            child.joiners.append(process)
+            child._joiners.append(process)
             if not process.scheduler.block(f"join of {child.name!r}", deadline):
-                if process in child.joiners:
-                    child.joiners.remove(process)
+                if process in child._joiners:
+                    child._joiners.remove(process)
                 break
         return None
 

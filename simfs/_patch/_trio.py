@@ -178,7 +178,7 @@ def install() -> None:
         def job() -> None:
             deliver(outcome.capture(fn))
 
-        process.host.world.spawn_thread(process, job, name or "trio-thread", daemon=True)
+        process.host.world._spawn_thread(process, job, name or "trio-thread", daemon=True)
         return None
 
     patch(trio, "run", run)

@@ -153,7 +153,15 @@ def _digest_of(function, *args, seed):
 
 @pytest.mark.parametrize("program, args", [
     (plain.producer_consumer, ()),
-    (plain.pool_writes_checkpoints, ("/shared/t",)),
+    # Called with the wrong arguments until World.run() reported failed
+    # processes, this case compared two identical TypeErrors.  Run for real it
+    # shows a leak: ThreadPoolExecutor numbers its threads from a module-global
+    # counter, so the second world's threads are named ThreadPoolExecutor-2_k
+    # where the first's were -0_k, and the digests differ.  Strict: when the
+    # routes give each world its own counter this XPASSes and must be unmarked.
+    pytest.param(plain.pool_writes_checkpoints, ("/shared/t", 4), marks=pytest.mark.xfail(
+        strict=True, reason="ThreadPoolExecutor's global thread-name counter leaks "
+        "between worlds")),
     (plain.async_wait, ("/shared/t/absent-until-timeout",)),
 ])
 def test_the_same_seed_gives_the_same_digest_for_threads_and_trio(program, args):

@@ -1,0 +1,191 @@
+"""The command line: bad input gets one clear line and exit 2, never a traceback."""
+
+import io
+import os
+
+import pytest
+
+from scenarios import SCENARIOS
+from scenarios._cli import _check_writable, _parser, _resolve_all, main
+from scenarios._progress import ProgressLine
+from scenarios.handshake import Handshake
+from simfs import Deadlock
+
+BAD_INPUTS = [
+    (["run", "handshake", "--param", "mount=vers=4"],
+     "parameter mount='vers=4': mount option 'vers=4': simfs models the NFSv3 client only"),
+    (["run", "handshake", "--param", "mount=acdirmn=3"], "mount option 'acdirmn=3'"),
+    (["run", "handshake", "--param", "poll=nan"],
+     "parameter poll=nan: not a finite number; allowed: a float >= 0.001"),
+    (["run", "handshake", "--param", "poll=inf"], "parameter poll=inf: not a finite number"),
+    (["run", "handshake", "--param", "max_delay=-inf"], "parameter max_delay=-inf"),
+    (["run", "handshake", "--param", "trials=2.5"], "parameter trials='2.5': not an int"),
+    (["run", "handshake", "--param", "poll=0.1", "--param", "poll=0.2"],
+     "--param poll given twice ('0.1' and '0.2')"),
+    (["run", "handshake", "--param", "=3"], "--param '=3': write it as NAME=VALUE"),
+    (["run", "handshake", "--json", ""], "--json '': allowed: a file path"),
+    (["run", "handshake", "--json", "/"], "--json '/' is a directory"),
+    (["run", "all", "--param", "bogus=1"], "no scenario has parameter(s) bogus; parameters: "),
+    (["run", "refit", "--trials", "2"], "scenario 'refit' takes no --trials"),
+    (["run", "handshake", "--seed", "-1"], "--seed -1: allowed: an int >= 0"),
+    (["run", "handshake", "--seed", "one"], "--seed 'one': allowed: an int >= 0"),
+    (["run", "handshake", "--trials", "1.5"], "--trials 1.5: allowed: an int >= 1"),
+    (["run", "handshake", "--rpc-latency", "nan"],
+     "--rpc-latency nan: allowed: a finite number of seconds >= 0"),
+    (["run", "handshake", "--rpc-latency", "-1"], "--rpc-latency -1: allowed"),
+    (["fidelity", "all"], "fidelity 'all' is not offered: fidelity compares one scenario at "
+                          "a time; allowed: "),
+    (["fidelity", "prune"], "fidelity 'prune' has no sim-versus-real comparison"),
+    (["params", "nope"], "unknown scenario 'nope'; known: "),
+    (["run"], "the following arguments are required: name"),
+]
+
+
+@pytest.mark.parametrize("argv, message", BAD_INPUTS, ids=[" ".join(a) for a, _ in BAD_INPUTS])
+def test_bad_input_exits_2_with_one_message_naming_the_value_and_no_traceback(
+        argv, message, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.out == ""  # refused before anything ran
+
+
+def test_an_unwritable_json_path_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the scenario ran although its result could not be saved")
+
+    monkeypatch.setattr(Handshake, "run", must_not_run)
+    target = tmp_path / "missing-dir" / "out.json"
+    assert main(["run", "handshake", "--json", str(target)]) == 2
+    assert (f"--json '{target}' cannot be written: No such file or directory"
+            in capsys.readouterr().err)
+
+
+def test_checking_a_json_path_leaves_no_file_behind_and_keeps_an_existing_one(tmp_path):
+    new = tmp_path / "new.json"
+    _check_writable("--json", str(new))
+    assert not new.exists()
+    old = tmp_path / "old.json"
+    old.write_text("kept")
+    _check_writable("--json", str(old))
+    assert old.read_text() == "kept"
+
+
+def test_a_failing_simulation_exits_1_with_its_message_not_a_traceback(capsys, monkeypatch):
+    def deadlocks(*args, **kwargs):
+        raise Deadlock(["'waiter' on host 'consumer' (blocked)"])
+
+    monkeypatch.setattr(Handshake, "run", deadlocks)
+    assert main(["run", "handshake", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "error: the simulation failed: simulation deadlocked" in err
+    assert "Traceback" not in err
+
+
+def _args(*argv):
+    return _parser().parse_args(["run", *argv])
+
+
+def test_run_all_applies_a_parameter_only_to_the_scenarios_that_have_it():
+    classes = [SCENARIOS[name] for name in sorted(SCENARIOS)]
+    resolved = dict(zip(sorted(SCENARIOS), _resolve_all(
+        _args("all", "--param", "poll=0.05", "--param", "steps=5", "--trials", "3"), classes)))
+    assert resolved["handshake"]["poll"] == 0.05 and resolved["handshake"]["trials"] == 3
+    assert resolved["prune"]["steps"] == 5 and "poll" not in resolved["prune"]
+    assert resolved["refit"] == SCENARIOS["refit"].resolve_params({}, None)
+
+
+def test_params_lists_every_parameter_with_its_default_and_allowed_values(capsys):
+    assert main(["params", "handshake"]) == 0
+    out = capsys.readouterr().out
+    for param in Handshake.params:
+        line = next(line for line in out.splitlines() if line.split()[:1] == [param.name])
+        assert repr(param.default) in line and param.allowed() in line
+    assert "a float >= 0.001" in out and "an int >= 1" in out
+
+
+def test_run_help_lists_every_scenarios_parameters_and_the_exit_codes(capsys):
+    assert main(["run", "--help"]) == 0
+    out = capsys.readouterr().out
+    for scenario in SCENARIOS.values():
+        assert f"{scenario.name}: {scenario.summary}" in out
+        for param in scenario.params:
+            assert f"  {param.name} " in out
+    assert "exit status:" in out and "  2  bad usage" in out and "  1  an invariant" in out
+
+
+def test_a_repeated_mount_option_is_warned_about_once_in_one_line(capsys):
+    assert main(["run", "handshake", "--trials", "1", "--quiet",
+                 "--param", "mount=vers=3,acdirmin=5,acdirmin=3"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: mount option 'acdirmin' given more than once") == 1
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_shows_an_eta_from_the_pace_of_the_steps_done():
+    stream, now = _Terminal(), [100.0]
+    progress = ProgressLine(stream, clock=lambda: now[0])
+    progress("handshake: group 1/4 (exists)")
+    now[0] = 110.0
+    progress("handshake: group 2/4 (exists)")  # one group took 10 s, three are left
+    now[0] = 130.0
+    progress("handshake: group 3/4 (exists)")  # two took 30 s, two are left
+    progress.finish()
+    lines = stream.getvalue().split("\r\x1b[K")
+    assert lines[1] == "handshake: group 1/4 (exists)"
+    assert lines[2] == "handshake: group 2/4 (exists) (about 30 s left)"
+    assert lines[3] == "handshake: group 3/4 (exists) (about 30 s left)"
+    assert lines[4] == ""  # the line is cleared before the table
+
+
+def test_progress_is_silent_when_stderr_is_not_a_terminal_or_quiet(monkeypatch):
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    ProgressLine.for_stderr(quiet=False)("handshake: group 1/2")
+    terminal = _Terminal()
+    monkeypatch.setattr("sys.stderr", terminal)
+    ProgressLine.for_stderr(quiet=True)("handshake: group 1/2")
+    assert terminal.getvalue() == ""
+    ProgressLine.for_stderr(quiet=False)("handshake: group 1/2")
+    assert terminal.getvalue().endswith("handshake: group 1/2")
+
+
+def test_the_json_is_written_after_a_successful_run(tmp_path):
+    out = tmp_path / "out.json"
+    assert main(["run", "handshake", "--trials", "1", "--quiet", "--json", str(out)]) == 0
+    assert '"scenario": "handshake"' in out.read_text()
+    assert os.path.getsize(out) > 0
+
+
+def test_report_writes_one_html_file_with_a_swimlane_per_path(tmp_path, capsys):
+    import re
+    import xml.etree.ElementTree as ET
+
+    out = tmp_path / "report.html"
+    assert main(["run", "handshake", "--trials", "1", "--quiet", "--report", str(out)]) == 0
+    html = out.read_text()
+    svgs = [ET.fromstring(svg) for svg in re.findall(r"<svg .*?</svg>", html, re.S)]
+    assert svgs and "<script" not in html
+    stalls = [rect for svg in svgs for rect in svg.iter("{http://www.w3.org/2000/svg}rect")
+              if rect.get("class") == "stall"]
+    # The first group is the bare exists() poller: its stall is drawn, with its rule.
+    assert stalls and any("negative dentry" in rect[0].text for rect in stalls)
+    assert f"report: {out} (" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["run", "all"], ["run", "handshake", "--backend", "real"]])
+def test_report_needs_one_scenario_on_the_simulation(argv, tmp_path, capsys):
+    assert main([*argv, "--report", str(tmp_path / "r.html")]) == 2
+    assert "--report needs one scenario on the simulation" in capsys.readouterr().err
+
+
+def test_a_waiter_that_gives_up_exits_1_naming_the_process_and_its_host(capsys):
+    # timeout=1 is allowed, but the bare exists() poller stalls ~30 s: it raises.
+    assert main(["run", "handshake", "--trials", "1", "--quiet", "--param", "timeout=1"]) == 1
+    err = capsys.readouterr().err
+    assert "process 'waiter' on host 'consumer' raised TimeoutError" in err
+    assert "Traceback" not in err
