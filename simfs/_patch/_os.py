@@ -45,6 +45,8 @@ _HOST_ANSWERS = frozenset({"stat", "access", "readlink", "mkdir"})
 
 
 def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
+    host_answers = method in _HOST_ANSWERS
+
     def route(*args: Any, **kwargs: Any) -> Any:
         process = current_process()
         if process is None:
@@ -52,9 +54,10 @@ def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
         syscalls = process.syscalls
         if args and isinstance(args[0], int) and not syscalls.owns_fd(args[0]):
             raise escape(process, f"os.{real.__name__}({args[0]}) on a real file descriptor")
-        outside = _proc.outside_export(process, args[0]) if args else None
-        if outside is not None and method in _HOST_ANSWERS:
-            answer = _proc.answer(process, method, outside, args[1:])
+        outside = _proc.outside_export(process, args[0]) if host_answers and args else None
+        if outside is not None and kwargs.get("dir_fd") is None:
+            op = "lstat" if kwargs.get("follow_symlinks") is False else method
+            answer = _proc.answer(process, op, outside, args[1:])
             if _proc.is_answered(answer):
                 return answer
         return getattr(syscalls, method)(*args, **kwargs)
