@@ -69,3 +69,40 @@ def test_a_ten_second_timeout_against_the_other_host_costs_ten_virtual_seconds(
     # filelock polls every 0.05 s and gives up on the first poll past the timeout.
     assert 10 <= waiter.result() <= 10.1
     assert real_disk_untouched()
+
+
+_FIRST_IMPORT_INSIDE = """
+import time
+from simfs import World
+
+def turns(holder, log):
+    import filelock  # first import of filelock in this interpreter, inside the world
+    lock = filelock.FileLock("/shared/job.lock")
+    for _ in range(3):
+        with lock:
+            log.append((holder, "in", time.monotonic()))
+            time.sleep(1)
+            log.append((holder, "out", time.monotonic()))
+
+w = World()
+log = []
+processes = [w.spawn(w.host(h), turns, h, log) for h in ("a", "b")]
+w.run(until=600)
+for p in processes:
+    p.result()
+print(repr(log))
+"""
+
+
+def test_filelock_imported_for_the_first_time_inside_a_process_still_excludes(tmp_path):
+    # Its fork check is routed when the module loads (an import hook), not
+    # only at the next run(): a fresh interpreter is the only honest setting.
+    import ast
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FIRST_IMPORT_INSIDE], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = ast.literal_eval(done.stdout.strip().splitlines()[-1])
+    assert len(log) == 12 and overlaps(log) == []

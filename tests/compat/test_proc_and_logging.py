@@ -117,3 +117,26 @@ def test_file_handlers_on_two_hosts_append_after_each_others_close(real_disk_unt
     lines = w.server.read_text("/shared/train.log").splitlines()
     assert lines == [f"compat.{who} record {n}" for who in "ab" for n in range(3)]
     assert real_disk_untouched()
+
+
+def test_every_parent_of_a_deeper_export_is_a_local_directory_and_the_export_a_mount():
+    from simfs import World
+
+    def look() -> tuple[bool, bool, bool, bool]:
+        os.makedirs("/mnt/data/runs/7", exist_ok=True)
+        return (os.path.isdir("/mnt"), os.path.ismount("/mnt"), os.path.ismount("/mnt/data"),
+                os.path.isdir("/mnt/data/runs/7"))
+
+    w = World(export="/mnt/data")
+    p = w.spawn(w.host("a"), look)
+    w.run()
+    assert p.result() == (True, False, True, True)
+
+
+def test_listing_the_hosts_root_is_still_refused():
+    from simfs import SimulationEscape
+
+    w, a, _ = two_hosts()
+    w.spawn(a, os.listdir, "/")
+    with pytest.raises(SimulationEscape, match="'/' is outside the export"):
+        w.run()
