@@ -20,14 +20,12 @@ world, and in real forks, the library's own check runs unchanged.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from ._imports import when_imported
 from ._registry import patch, real_outside
 
 # (module, function) pairs that reset per-process state when the pid changes.
@@ -36,7 +34,6 @@ _FORK_CHECKS = (
     ("filelock._api", "_ensure_current_process"),  # filelock 3.x
     ("filelock._api", "_reset_child_after_fork"),  # filelock 3.x
 )
-_done: set[tuple[str, str]] = set()
 
 
 def _outside_world_only(real: Callable[..., Any]) -> Callable[..., Any]:
@@ -48,64 +45,34 @@ def _outside_world_only(real: Callable[..., Any]) -> Callable[..., Any]:
     return route
 
 
-class _RouteAfterImport(importlib.abc.MetaPathFinder):
-    """Routes a watched module as soon as it is imported, even inside a run."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in _WATCHED:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None:
-                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                    spec.loader = _Routing(spec.loader)
-                return spec
-        return None
-
-
-class _Routing(importlib.abc.Loader):
-    def __init__(self, loader: Any) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        module: ModuleType | None = self._loader.create_module(spec)
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        _route_loaded()
-
-
-_WATCHED = frozenset(module for module, _ in _FORK_CHECKS)
-_finder = _RouteAfterImport()
-
-
 _METADATA = ("distribution", "distributions", "metadata", "version", "entry_points", "files",
              "requires", "packages_distributions")
 
 
-def install() -> None:
-    """Route the fork checks of libraries loaded now, and of those imported later."""
-    if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
-        import importlib.metadata
-
-        for name in _METADATA:
-            if hasattr(importlib.metadata, name):
-                patch(importlib.metadata, name, real_outside(getattr(importlib.metadata, name)))
-    _route_loaded()
+def _route_metadata(metadata: ModuleType) -> None:
+    for name in _METADATA:
+        if hasattr(metadata, name):
+            patch(metadata, name, real_outside(getattr(metadata, name)))
 
 
-def _route_loaded() -> None:
-    for module_name, function in _FORK_CHECKS:
-        module = sys.modules.get(module_name)
-        if module is None or (module_name, function) in _done:
-            continue
+def _route_fork_check(function: str) -> Callable[[ModuleType], None]:
+    def route(module: ModuleType) -> None:
         real = getattr(module, function, None)
-        if real is None:
-            continue
-        _done.add((module_name, function))
-        patch(module, function, _outside_world_only(real))
+        if real is not None:
+            patch(module, function, _outside_world_only(real))
+
+    return route
+
+
+_installed = False
+
+
+def install() -> None:
+    """Route the fork checks and metadata reads, now or when their modules load."""
+    global _installed
+    if _installed:
+        return
+    _installed = True
+    when_imported("importlib.metadata", _route_metadata)
+    for module_name, function in _FORK_CHECKS:
+        when_imported(module_name, _route_fork_check(function))

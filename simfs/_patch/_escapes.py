@@ -26,9 +26,12 @@ import _socket
 import os
 import socket
 import subprocess
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from ._imports import when_imported
 from ._registry import escape, patch
 
 _PROCESSES = "simulated processes are spawned by World.spawn, not by the program itself"
@@ -77,28 +80,34 @@ def install() -> None:
 
 
 def _install_multiprocessing() -> None:
-    # Imported here, not at simfs import: the routes are installed at the
-    # first World.run(), and these are standard-library modules.
-    import concurrent.futures.process as futures_process
-    import multiprocessing.pool
-    import multiprocessing.process
-    import multiprocessing.synchronize
-    import multiprocessing.util
-
-    patch(multiprocessing.util, "spawnv_passfds", _refuse_in_world(
-        multiprocessing.util.spawnv_passfds, "multiprocessing.util.spawnv_passfds",
-        why=_PROCESSES))
+    # Routed when the program imports them (``_imports``), not imported here.
     why = f"{_PROCESSES}; a ThreadPoolExecutor runs as simulated threads"
-    for pool, what in ((multiprocessing.pool.Pool, "multiprocessing.pool.{}"),
-                       (futures_process.ProcessPoolExecutor,
-                        "concurrent.futures.ProcessPoolExecutor")):
-        # Refused in __new__: a pool refused in __init__ would still exist, and
-        # its __del__ would fail on the half-built object.
-        patch(pool, "__new__", staticmethod(_refuse_in_world(
-            _object_new, what, method=True, why=why)))
-    patch(multiprocessing.synchronize.SemLock, "__init__", _refuse_in_world(
-        multiprocessing.synchronize.SemLock.__init__, "multiprocessing {}", method=True,
-        why=why))
-    patch(multiprocessing.process.BaseProcess, "start", _refuse_in_world(
-        multiprocessing.process.BaseProcess.start, "multiprocessing.Process.start",
-        method=True, why=_PROCESSES))
+
+    def util(module: ModuleType) -> None:
+        patch(module, "spawnv_passfds", _refuse_in_world(
+            module.spawnv_passfds, "multiprocessing.util.spawnv_passfds", why=_PROCESSES))
+
+    def pools(what: str, attribute: str) -> Callable[[ModuleType], None]:
+        def route(module: ModuleType) -> None:
+            # Refused in __new__: a pool refused in __init__ would still exist,
+            # and its __del__ would fail on the half-built object.
+            patch(getattr(module, attribute), "__new__", staticmethod(_refuse_in_world(
+                _object_new, what, method=True, why=why)))
+
+        return route
+
+    def semaphores(module: ModuleType) -> None:
+        patch(module.SemLock, "__init__", _refuse_in_world(
+            module.SemLock.__init__, "multiprocessing {}", method=True, why=why))
+
+    def processes(module: ModuleType) -> None:
+        patch(module.BaseProcess, "start", _refuse_in_world(
+            module.BaseProcess.start, "multiprocessing.Process.start", method=True,
+            why=_PROCESSES))
+
+    when_imported("multiprocessing.util", util)
+    when_imported("multiprocessing.pool", pools("multiprocessing.pool.{}", "Pool"))
+    when_imported("concurrent.futures.process", pools(
+        "concurrent.futures.ProcessPoolExecutor", "ProcessPoolExecutor"))
+    when_imported("multiprocessing.synchronize", semaphores)
+    when_imported("multiprocessing.process", processes)

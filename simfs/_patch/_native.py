@@ -31,9 +31,12 @@ from __future__ import annotations
 import ctypes
 import gc
 import os
+import sys
+from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from ._imports import when_imported
 from ._io import SimRawFile
 from ._registry import escape, outside_world, patch
 
@@ -63,9 +66,8 @@ def _read_all(path: Any) -> bytes:
 # -- safetensors -----------------------------------------------------------------
 
 
-def _install_safetensors() -> None:
-    import safetensors
-    import safetensors._safetensors_rust as rust  # type: ignore[import-not-found]
+def _install_safetensors(safetensors: ModuleType) -> None:
+    rust = sys.modules["safetensors._safetensors_rust"]
 
     real_serialize = safetensors.serialize
     real_serialize_file = safetensors.serialize_file
@@ -120,9 +122,7 @@ def _open_copy(real_safe_open: Any, data: bytes, *args: Any, **kwargs: Any) -> A
 # -- blake3 ----------------------------------------------------------------------
 
 
-def _install_blake3() -> None:
-    import blake3
-
+def _install_blake3(blake3: ModuleType) -> None:
     hasher = blake3.blake3
     real_update_mmap = hasher.update_mmap
 
@@ -140,9 +140,7 @@ def _install_blake3() -> None:
 # -- numpy -----------------------------------------------------------------------
 
 
-def _install_numpy() -> None:
-    import numpy
-
+def _install_numpy(numpy: ModuleType) -> None:
     try:
         from numpy.lib import _format_impl as format_module
     except ImportError:  # numpy 1.x
@@ -219,17 +217,8 @@ def _replace_in_type(cls: type, name: str, route: Any) -> None:
     ctypes.pythonapi.PyType_Modified(ctypes.py_object(cls))
 
 
-_done: set[str] = set()
-
-
 def install() -> None:
-    """Route each package that is installed; a missing one needs no route."""
-    for name, installer in (("safetensors", _install_safetensors), ("blake3", _install_blake3),
-                            ("numpy", _install_numpy)):
-        if name in _done:
-            continue
-        _done.add(name)
-        try:
-            installer()
-        except ImportError:
-            continue
+    """Route each package when the program imports it (see ``_imports``)."""
+    when_imported("safetensors", _install_safetensors)
+    when_imported("blake3", _install_blake3)
+    when_imported("numpy", _install_numpy)
