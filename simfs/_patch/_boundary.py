@@ -48,7 +48,12 @@ def _sentinel_directory() -> str:
 @contextlib.contextmanager
 def real_cwd_sentinel(world: World) -> Iterator[None]:
     """Run a block with the real cwd in the sentinel; a file left there is an escape."""
-    real = os.getcwd()
+    try:
+        real = os.getcwd()
+    except FileNotFoundError:
+        # The real cwd was removed: the kernel creates nothing relative to it.
+        yield
+        return
     sentinel = _sentinel_directory()
     replaced = [index for index, entry in enumerate(sys.path) if entry == ""]
     for index in replaced:
