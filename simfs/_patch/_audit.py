@@ -76,6 +76,14 @@ def _code_read(path: object) -> bool:
     return path.endswith(_CODE_SUFFIXES) or path.startswith(_code_roots())
 
 
+def _import_directory(path: object) -> bool:
+    """A ``sys.path`` directory, which the import system lists to find modules."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return isinstance(path, str) and path.rstrip("/") in {
+        entry.rstrip("/") for entry in sys.path if entry.startswith("/")}
+
+
 def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
     """Why a native call inside the world is refused, or None when it is harmless."""
     if event == "sqlite3.connect":
@@ -116,7 +124,7 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         reading = not flags & _WRITE_FLAGS and not set(mode) & set("wax+")
         if reading and _code_read(path):
             return
-    elif event in _READS and _code_read(path):
+    elif event in _READS and (_code_read(path) or _import_directory(path)):
         return
     raise escape(process, f"a real {event}({path!r}) ran inside the simulation (an original "
                           "function captured where simfs could not reroute it)")

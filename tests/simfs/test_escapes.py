@@ -192,3 +192,32 @@ def test_an_anonymous_mmap_is_memory_and_works():
     p = w.spawn(w.host("a"), scratch)
     w.run()
     assert p.result() == b"hello"
+
+
+def test_the_real_working_directory_is_back_after_a_run_that_failed(real_cwd):
+    w = World()
+    w.spawn(w.host("a"), os.pipe)
+    with pytest.raises(SimulationEscape):
+        w.run()
+    assert os.getcwd() == str(real_cwd)
+
+
+def test_an_empty_sys_path_entry_still_finds_the_programs_modules_during_a_run(
+        real_cwd, monkeypatch):
+    # '' means "the working directory" to the import system; during a run the
+    # real one is the sentinel, so '' must stand for the original directory.
+    (real_cwd / "simfs_probe_helper.py").write_text("ANSWER = 42\n")
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    monkeypatch.delitem(sys.modules, "simfs_probe_helper", raising=False)
+
+    def use_helper() -> int:
+        import simfs_probe_helper
+
+        return int(simfs_probe_helper.ANSWER)
+
+    w = World()
+    p = w.spawn(w.host("a"), use_helper)
+    w.run()
+    assert p.result() == 42
+    assert sys.path[0] == ""
+    sys.modules.pop("simfs_probe_helper", None)
