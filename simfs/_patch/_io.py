@@ -196,7 +196,7 @@ def install() -> None:
             raise TypeError(f"expected str, bytes or os.PathLike object, not {type(file).__name__}")
         outside = _proc.outside_export(process, file)
         if outside is not None:
-            content = _proc.answer(process, "open", outside, ())
+            content = _proc.answer(process, "open", outside)
             if isinstance(content, str):
                 return _proc.open_file(content, mode, encoding, errors, newline)
         return _simulated_open(process, file, mode, buffering, encoding, errors, newline,

@@ -57,7 +57,7 @@ def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
         outside = _proc.outside_export(process, args[0]) if host_answers and args else None
         if outside is not None and kwargs.get("dir_fd") is None:
             op = "lstat" if kwargs.get("follow_symlinks") is False else method
-            answer = _proc.answer(process, op, outside, args[1:])
+            answer = _proc.answer(process, op, outside)
             if _proc.is_answered(answer):
                 return answer
         return getattr(syscalls, method)(*args, **kwargs)
@@ -120,7 +120,7 @@ def _install_specials() -> None:
             return real_lstat(path, dir_fd=dir_fd)
         outside = _proc.outside_export(process, path) if dir_fd is None else None
         if outside is not None:
-            answer = _proc.answer(process, "lstat", outside, ())
+            answer = _proc.answer(process, "lstat", outside)
             if isinstance(answer, os.stat_result):
                 return answer
         stat: os.stat_result = process.syscalls.stat(path, dir_fd=dir_fd, follow_symlinks=False)

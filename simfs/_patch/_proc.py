@@ -221,8 +221,13 @@ def _proc_entry(process: Process, text: str) -> tuple[str, Any]:
 # -- the calls -----------------------------------------------------------------------
 
 
-def answer(process: Process, op: str, text: str, args: tuple[Any, ...]) -> object:
-    """The host's answer to ``op`` on ``text`` (outside the export), or ``NOT_OURS``.
+def answer(process: Process, op: str, text: str) -> object:
+    """The host's answer to ``op`` on ``text`` (outside the export), or a marker for none.
+
+    Args:
+        process: the calling simulated process (its host and pid decide the answer).
+        op: ``stat``, ``lstat``, ``access``, ``readlink``, ``mkdir`` or ``open``.
+        text: an absolute, normalised path outside the export.
 
     Raises:
         OSError: what the host answers (ENOENT for a missing /proc entry,
@@ -270,6 +275,7 @@ def _parent_answer(op: str, text: str) -> object:
 
 
 def is_answered(value: object) -> bool:
+    """Whether ``answer`` answered (False: the syscall layer refuses the path)."""
     return value is not _NOT_OURS
 
 
