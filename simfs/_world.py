@@ -297,13 +297,14 @@ class World:
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
         """
-        from ._patch import install
+        from ._patch import install, real_cwd_sentinel
 
         install()
         self._schedule_crashes()
         until_ns = None if until is None else seconds_to_ns(until, "until")
         try:
-            self.scheduler.run(until_ns)
+            with real_cwd_sentinel(self):
+                self.scheduler.run(until_ns)
         except BaseException:
             self._teardown()
             raise

@@ -21,8 +21,11 @@ from __future__ import annotations
 import sys
 from types import FunctionType, ModuleType
 
-from . import _audit, _escapes, _fcntl, _io, _misc, _os, _threads, _time
+from . import _audit, _compat, _escapes, _fcntl, _io, _misc, _mmap, _native, _os, _threads, _time
+from ._boundary import real_cwd_sentinel
 from ._registry import REPLACEMENTS
+
+__all__ = ["install", "real_cwd_sentinel"]
 
 _installed = False
 _scanned: set[str] = set()
@@ -41,7 +44,8 @@ def install() -> None:
     global _installed
     if not _installed:
         _installed = True
-        for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes, _audit):
+        for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes, _mmap, _native,
+                       _compat, _audit):
             module.install()
         from . import _trio
 

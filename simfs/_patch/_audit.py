@@ -2,13 +2,38 @@
 
 Routes catch calls made through ``os``, ``open`` and friends; an original
 captured some other way (a dict of functions, a closure, a class attribute
-we missed) would still reach the real machine.  CPython raises audit events
-from its C implementations of open, scandir, mkdir, rename and the rest, so
-an audit hook sees those calls whatever name they were made through, and
-turns one made inside a simulated process into a loud ``SimulationEscape``.
+we missed, ``io.FileIO`` itself) would still reach the real machine.  CPython
+raises audit events from its C implementations of open, scandir, mkdir,
+rename and the rest, so an audit hook sees those calls whatever name they
+were made through, and turns one made inside a simulated process into a loud
+``SimulationEscape`` *before* the call acts (a hook that raises aborts it).
 
-Reads of code (imports, and tracebacks via ``linecache``, which runs with
-routing off) are allowed: loading a module is not the program's I/O.
+Native code is the other way out.  Measured with safetensors 0.8, blake3 1.0,
+numpy 2.4 and sqlite3 inside a run (before these rules): Rust and C file I/O
+raises no audit event at all, so ``save_file("model.safetensors")`` wrote the
+real working directory and ``run()`` raised nothing.  What CPython *does*
+audit, and this hook refuses inside a simulated process:
+
+- ``sqlite3.connect`` of anything but an in-memory database: SQLite locks its
+  file with ``fcntl`` on real descriptors, which cannot be simulated honestly;
+- ``mmap.__new__`` of a real descriptor (the ``mmap`` route maps simulated
+  files itself, see ``_mmap``; anonymous maps are memory, not I/O);
+- ``ctypes.dlopen``/``ctypes.dlsym`` (loading a library, resolving a
+  function): a foreign call can do any I/O.  CPython 3.11 raises no event
+  for the *call* of a function resolved before the run (measured:
+  ``ctypes.call_function`` did not fire for ``libc.getpid()``), so such a
+  call is caught only by the sentinel working directory, for relative paths.
+
+Native I/O of the packages this project builds on (safetensors, blake3,
+numpy) is routed through the simulation by ``_native``; native I/O of any
+other extension is caught by the sentinel working directory of ``_boundary``
+when it uses a relative path.  An absolute path outside the export written by
+unknown native code is the one hole left: no audit event, no hook.
+
+Reads of code (imports, ``linecache`` for tracebacks, package data under the
+interpreter's prefixes and ``sys.path``) are allowed: loading a module is not
+the program's I/O.  A relative path is never code (the import system joins
+every path with its directory), so ``io.FileIO("cfg.json")`` is refused.
 """
 
 from __future__ import annotations
@@ -23,25 +48,72 @@ from ._registry import escape
 _READS = frozenset({"os.listdir", "os.scandir"})
 _WRITES = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.link", "os.symlink",
                      "os.chmod", "os.chown", "os.truncate", "os.utime", "os.chdir"})
-_CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".json", ".txt", ".typed")
+_NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes.dlsym",
+                     "ctypes.call_function"})
+_CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_IN_MEMORY = (":memory:", "file::memory:")
+
+# Real descriptors the mmap route maps on purpose (memfd copies of simulated files).
+BRIDGED_FDS: set[int] = set()
+_real_cwd = os.getcwd()
 
 
 def _code_roots() -> tuple[str, ...]:
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix}
-    roots.update(entry for entry in sys.path if entry and entry.startswith("/"))
-    return tuple(sorted(roots))
+    # The directory the program was started from is on sys.path under pytest
+    # and ``python -m``; its data files are the program's input, not code.
+    roots.update(entry for entry in sys.path
+                 if entry.startswith("/") and entry.rstrip("/") != _real_cwd)
+    return tuple(sorted(root.rstrip("/") + "/" for root in roots))
 
 
-def _import_read(path: str) -> bool:
+def _code_read(path: object) -> bool:
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str) or not path.startswith("/"):
+        return False
     return path.endswith(_CODE_SUFFIXES) or path.startswith(_code_roots())
 
 
+def _import_directory(path: object) -> bool:
+    """A ``sys.path`` directory, which the import system lists to find modules."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    return isinstance(path, str) and path.rstrip("/") in {
+        entry.rstrip("/") for entry in sys.path if entry.startswith("/")}
+
+
+def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
+    """Why a native call inside the world is refused, or None when it is harmless."""
+    if event == "sqlite3.connect":
+        database = os.fsdecode(args[0]) if args and isinstance(args[0], str | bytes) else ""
+        if database.startswith(_IN_MEMORY) or "mode=memory" in database:
+            return None
+        return (f"sqlite3.connect({database!r}): SQLite locks its file with fcntl on real "
+                "descriptors, which the simulation cannot honestly model; only ':memory:' "
+                "databases work inside a simulated process")
+    if event == "mmap.__new__":
+        fileno = args[0] if args else -1
+        if fileno == -1 or fileno in BRIDGED_FDS:
+            return None
+        return f"mmap.mmap({fileno}, ...) of a real file descriptor"
+    shown = repr(args[0])[:80] if args else ""
+    return (f"{event}({shown}): a foreign function call can do any I/O behind the "
+            "simulation's back")
+
+
 def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if event != "open" and event not in _READS and event not in _WRITES:
+    if event != "open" and event not in _READS and event not in _WRITES \
+            and event not in _NATIVE:
         return
     process = current_process()
     if process is None:
+        return
+    if event in _NATIVE:
+        why = _native_refusal(event, args)
+        if why is not None:
+            raise escape(process, why)
         return
     path = args[0] if args else None
     if event == "open":
@@ -50,9 +122,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
         mode = args[1] if len(args) > 1 and isinstance(args[1], str) else "r"
         reading = not flags & _WRITE_FLAGS and not set(mode) & set("wax+")
-        if reading and isinstance(path, str) and _import_read(path):
+        if reading and _code_read(path):
             return
-    elif event in _READS and isinstance(path, str) and _import_read(path):
+    elif event in _READS and (_code_read(path) or _import_directory(path)):
         return
     raise escape(process, f"a real {event}({path!r}) ran inside the simulation (an original "
                           "function captured where simfs could not reroute it)")

@@ -1,32 +1,62 @@
-"""Loud refusals: subprocesses and network sockets inside a simulated process.
+"""Loud refusals: subprocesses, process pools, pipes and sockets in a simulated process.
 
 Each raises ``SimulationEscape`` naming the process, its host and what it
 tried, and the world re-raises it from ``run()`` even if the code caught it
 (DESIGN §3.6).  Socket pairs (trio's own wake-up channel) are left alone:
 they never leave the machine and carry no simulated state.
+
+Every refusal sits at the *first* call that would create something real, so
+nothing real exists when it fires (measured before these routes: a spawn
+``Pool`` left a real ``resource_tracker`` process running, and
+``multiprocessing.util.spawnv_passfds`` started a real child, before an
+unrelated ``os.close`` of a real descriptor was refused):
+
+- ``os.pipe``/``pipe2``: real descriptors, the first thing ``spawnv_passfds``
+  and ``subprocess`` make;
+- ``_posixsubprocess.fork_exec``: the fork itself, however it is reached;
+- ``multiprocessing.pool.Pool``, ``concurrent.futures.ProcessPoolExecutor``,
+  ``multiprocessing``'s ``Process.start`` and its semaphores (``SemLock``,
+  a real named semaphore in /dev/shm), refused in their constructors.
 """
 
 from __future__ import annotations
 
+import _posixsubprocess
 import _socket
+import os
 import socket
 import subprocess
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from ._imports import when_imported
 from ._registry import escape, patch
 
+_PROCESSES = "simulated processes are spawned by World.spawn, not by the program itself"
 
-def _refuse_in_world(real: Any, what: str, *, method: bool = False) -> Any:
+
+def _refuse_in_world(real: Any, what: str, *, method: bool = False, why: str = "") -> Any:
     def route(*args: Any, **kwargs: Any) -> Any:
         process = current_process()
         if process is None:
             return real(*args, **kwargs)
         # A method's self may be half-built (Popen.__init__): never repr it.
         shown = ", ".join(repr(arg) for arg in args[1 if method else 0:])
-        raise escape(process, f"{what}({shown[:120]}) reaches the real machine")
+        reason = f"; {why}" if why else ""
+        if method and args:
+            owner = args[0] if isinstance(args[0], type) else type(args[0])
+            name = what.format(owner.__name__)
+        else:
+            name = what
+        raise escape(process, f"{name}({shown[:120]}) reaches the real machine{reason}")
 
     return route
+
+
+def _object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    return object.__new__(cls)
 
 
 def install() -> None:
@@ -39,3 +69,45 @@ def install() -> None:
     for function in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "create_connection"):
         patch(socket, function, _refuse_in_world(getattr(socket, function),
                                                  f"socket.{function}"))
+    for name in ("pipe", "pipe2"):
+        if hasattr(os, name):
+            patch(os, name, _refuse_in_world(
+                getattr(os, name), f"os.{name}",
+                why="a pipe is a pair of real descriptors; use a file under the export"))
+    patch(_posixsubprocess, "fork_exec", _refuse_in_world(
+        _posixsubprocess.fork_exec, "_posixsubprocess.fork_exec", why=_PROCESSES))
+    _install_multiprocessing()
+
+
+def _install_multiprocessing() -> None:
+    # Routed when the program imports them (``_imports``), not imported here.
+    why = f"{_PROCESSES}; a ThreadPoolExecutor runs as simulated threads"
+
+    def util(module: ModuleType) -> None:
+        patch(module, "spawnv_passfds", _refuse_in_world(
+            module.spawnv_passfds, "multiprocessing.util.spawnv_passfds", why=_PROCESSES))
+
+    def pools(what: str, attribute: str) -> Callable[[ModuleType], None]:
+        def route(module: ModuleType) -> None:
+            # Refused in __new__: a pool refused in __init__ would still exist,
+            # and its __del__ would fail on the half-built object.
+            patch(getattr(module, attribute), "__new__", staticmethod(_refuse_in_world(
+                _object_new, what, method=True, why=why)))
+
+        return route
+
+    def semaphores(module: ModuleType) -> None:
+        patch(module.SemLock, "__init__", _refuse_in_world(
+            module.SemLock.__init__, "multiprocessing {}", method=True, why=why))
+
+    def processes(module: ModuleType) -> None:
+        patch(module.BaseProcess, "start", _refuse_in_world(
+            module.BaseProcess.start, "multiprocessing.Process.start", method=True,
+            why=_PROCESSES))
+
+    when_imported("multiprocessing.util", util)
+    when_imported("multiprocessing.pool", pools("multiprocessing.pool.{}", "Pool"))
+    when_imported("concurrent.futures.process", pools(
+        "concurrent.futures.ProcessPoolExecutor", "ProcessPoolExecutor"))
+    when_imported("multiprocessing.synchronize", semaphores)
+    when_imported("multiprocessing.process", processes)

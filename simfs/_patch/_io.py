@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from .._engine._scheduler import Process, current_process
+from . import _proc
 from ._registry import escape, patch
 
 _NFS_BLKSIZE = 1 << 20
@@ -193,6 +194,11 @@ def install() -> None:
             raise escape(process, f"open({file}) on a real file descriptor")
         if isinstance(file, float):
             raise TypeError(f"expected str, bytes or os.PathLike object, not {type(file).__name__}")
+        outside = _proc.outside_export(process, file)
+        if outside is not None:
+            content = _proc.answer(process, "open", outside)
+            if isinstance(content, str):
+                return _proc.open_file(content, mode, encoding, errors, newline)
         return _simulated_open(process, file, mode, buffering, encoding, errors, newline,
                                closefd, opener)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from .._engine._scheduler import current_process
 from .._errors import simulated_oserror
+from . import _proc
 from ._registry import escape, patch
 
 # Functions whose first argument is a path (or, for some, a descriptor).
@@ -39,9 +40,13 @@ _ESCAPES = (
     "mknod", "chroot", "killpg", "statvfs", "fstatvfs",
 )
 _STDIO = (0, 1, 2)
+# Calls the host answers itself for /, the export's parents and /proc (_proc).
+_HOST_ANSWERS = frozenset({"stat", "access", "readlink", "mkdir"})
 
 
 def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
+    host_answers = method in _HOST_ANSWERS
+
     def route(*args: Any, **kwargs: Any) -> Any:
         process = current_process()
         if process is None:
@@ -49,6 +54,12 @@ def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
         syscalls = process.syscalls
         if args and isinstance(args[0], int) and not syscalls.owns_fd(args[0]):
             raise escape(process, f"os.{real.__name__}({args[0]}) on a real file descriptor")
+        outside = _proc.outside_export(process, args[0]) if host_answers and args else None
+        if outside is not None and kwargs.get("dir_fd") is None:
+            op = "lstat" if kwargs.get("follow_symlinks") is False else method
+            answer = _proc.answer(process, op, outside)
+            if _proc.is_answered(answer):
+                return answer
         return getattr(syscalls, method)(*args, **kwargs)
 
     return route
@@ -107,6 +118,11 @@ def _install_specials() -> None:
         process = current_process()
         if process is None:
             return real_lstat(path, dir_fd=dir_fd)
+        outside = _proc.outside_export(process, path) if dir_fd is None else None
+        if outside is not None:
+            answer = _proc.answer(process, "lstat", outside)
+            if isinstance(answer, os.stat_result):
+                return answer
         stat: os.stat_result = process.syscalls.stat(path, dir_fd=dir_fd, follow_symlinks=False)
         return stat
 

@@ -1,0 +1,223 @@
+"""Nothing a simulated process does reaches the real machine unnoticed (DESIGN §3.6).
+
+Each refusal must fire *before* the call creates anything real, and
+``run()`` itself must report it, even when the program catches the error.
+The real working directory of every test here is an empty ``tmp_path``
+(``monkeypatch.chdir``), so "no real file appeared" is checked directly.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors
+import safetensors.numpy
+
+from simfs import SimulationEscape, World
+
+
+@pytest.fixture
+def real_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run_refused(program, *args) -> SimulationEscape:
+    w = World()
+    w.spawn(w.host("gpu7"), program, *args, name="trainer")
+    with pytest.raises(SimulationEscape) as caught:
+        w.run()
+    assert "'trainer'" in str(caught.value) and "'gpu7'" in str(caught.value)
+    return caught.value
+
+
+def _real_fds() -> set[str]:
+    return set(os.listdir("/proc/self/fd"))
+
+
+def test_native_code_writing_a_relative_path_fails_the_run_and_no_real_file_remains(real_cwd):
+    # The Rust writer itself (the original under simfs's route), as an
+    # unrouted extension would call it: no audit event, no route.
+    routed = safetensors.serialize_file
+    rust_serialize_file = getattr(routed, "__wrapped__", routed)
+
+    def save() -> str:
+        tensors = safetensors.numpy._flatten({"w": np.zeros(2)}, [])
+        rust_serialize_file(tensors, "model.safetensors")
+        return "saved"
+
+    error = _run_refused(save)
+    assert "'model.safetensors'" in str(error) and "real working directory" in str(error)
+    assert list(real_cwd.iterdir()) == []
+
+
+def test_a_process_that_catches_a_refusal_still_fails_the_run(real_cwd):
+    def swallow() -> str:
+        try:
+            sqlite3.connect("jobs.db")
+        except SimulationEscape:
+            return "swallowed"
+        return "connected"
+
+    error = _run_refused(swallow)
+    assert "sqlite3.connect('jobs.db')" in str(error)
+    assert list(real_cwd.iterdir()) == []
+
+
+def test_sqlite_on_a_file_is_refused_before_the_database_exists(real_cwd):
+    error = _run_refused(lambda: sqlite3.connect("/shared/jobs.db"))
+    assert "cannot honestly model" in str(error)
+    assert list(real_cwd.iterdir()) == []
+
+
+def test_an_in_memory_sqlite_database_is_not_io_and_works():
+    def count() -> int:
+        db = sqlite3.connect(":memory:")
+        db.execute("create table t(a)")
+        db.executemany("insert into t values (?)", [(1,), (2,)])
+        return int(db.execute("select count(*) from t").fetchone()[0])
+
+    w = World()
+    p = w.spawn(w.host("a"), count)
+    w.run()
+    assert p.result() == 2
+
+
+def test_fileio_of_a_relative_path_is_refused_not_read_from_the_real_directory(real_cwd):
+    (real_cwd / "cfg.json").write_text('{"real": true}')
+    error = _run_refused(lambda: io.FileIO("cfg.json").read())
+    assert "open('cfg.json')" in str(error)
+
+
+def test_a_real_json_file_outside_the_code_roots_is_refused_even_by_absolute_path(real_cwd):
+    config = real_cwd / "cfg.json"
+    config.write_text('{"real": true}')
+    error = _run_refused(lambda: io.FileIO(str(config)).read())
+    assert str(config) in str(error)
+
+
+def test_os_pipe_is_refused_before_any_real_descriptor_exists():
+    before = _real_fds()
+    error = _run_refused(os.pipe)
+    assert "os.pipe()" in str(error)
+    assert _real_fds() == before
+
+
+def test_spawnv_passfds_is_refused_before_a_child_starts(real_cwd):
+    import multiprocessing.util
+
+    marker = real_cwd / "child-ran"
+    child = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    error = _run_refused(multiprocessing.util.spawnv_passfds, sys.executable, child, ())
+    assert "spawnv_passfds" in str(error) or "os.pipe" in str(error)
+    assert not marker.exists()
+
+
+def test_fork_exec_is_refused_however_it_is_reached():
+    import _posixsubprocess
+
+    error = _run_refused(_posixsubprocess.fork_exec)
+    assert "_posixsubprocess.fork_exec" in str(error)
+
+
+@pytest.mark.parametrize("make_pool, named", [
+    (lambda: multiprocessing.get_context("spawn").Pool(1), "multiprocessing.pool.Pool"),
+    (lambda: multiprocessing.get_context("fork").Pool(1), "multiprocessing.pool.Pool"),
+    (lambda: __import__("concurrent.futures").futures.ProcessPoolExecutor(1),
+     "ProcessPoolExecutor"),
+    (lambda: multiprocessing.get_context("spawn").Lock(), "multiprocessing Lock"),
+])
+def test_process_pools_are_refused_before_a_real_process_or_semaphore_exists(make_pool, named):
+    from multiprocessing import resource_tracker
+
+    tracker_before = resource_tracker._resource_tracker._pid
+    children_before = multiprocessing.active_children()
+    fds_before = _real_fds()
+    error = _run_refused(make_pool)
+    assert named in str(error)
+    assert resource_tracker._resource_tracker._pid == tracker_before
+    assert multiprocessing.active_children() == children_before
+    assert _real_fds() == fds_before
+
+
+def test_loading_a_foreign_function_through_ctypes_is_refused_before_it_runs(real_cwd):
+    import ctypes
+
+    def create() -> int:
+        return int(ctypes.CDLL(None).creat(b"made-by-libc", 0o644))
+
+    error = _run_refused(create)
+    assert "ctypes.dlopen" in str(error)
+    assert list(real_cwd.iterdir()) == []
+
+
+def test_a_foreign_function_resolved_before_the_run_is_caught_by_the_sentinel_cwd(real_cwd):
+    import ctypes
+
+    # Resolved outside the world; CPython raises no audit event for the call.
+    creat = ctypes.CDLL(None).creat
+
+    error = _run_refused(creat, b"made-by-libc", 0o644)
+    assert "native code created ['made-by-libc']" in str(error)
+    assert list(real_cwd.iterdir()) == []
+
+
+def test_mmap_of_a_real_descriptor_is_refused(tmp_path):
+    import mmap
+
+    real = tmp_path / "real.bin"
+    real.write_bytes(b"x" * 4096)
+    with open(real, "rb") as handle:
+        fd = handle.fileno()
+        error = _run_refused(lambda: mmap.mmap(fd, 0, access=mmap.ACCESS_READ))
+    assert f"mmap.mmap({fd}" in str(error)
+
+
+def test_an_anonymous_mmap_is_memory_and_works():
+    import mmap
+
+    def scratch() -> bytes:
+        with mmap.mmap(-1, 16) as memory:
+            memory[:5] = b"hello"
+            return memory[:5]
+
+    w = World()
+    p = w.spawn(w.host("a"), scratch)
+    w.run()
+    assert p.result() == b"hello"
+
+
+def test_the_real_working_directory_is_back_after_a_run_that_failed(real_cwd):
+    w = World()
+    w.spawn(w.host("a"), os.pipe)
+    with pytest.raises(SimulationEscape):
+        w.run()
+    assert os.getcwd() == str(real_cwd)
+
+
+def test_an_empty_sys_path_entry_still_finds_the_programs_modules_during_a_run(
+        real_cwd, monkeypatch):
+    # '' means "the working directory" to the import system; during a run the
+    # real one is the sentinel, so '' must stand for the original directory.
+    (real_cwd / "simfs_probe_helper.py").write_text("ANSWER = 42\n")
+    monkeypatch.setattr(sys, "path", ["", *sys.path])
+    monkeypatch.delitem(sys.modules, "simfs_probe_helper", raising=False)
+
+    def use_helper() -> int:
+        import simfs_probe_helper
+
+        return int(simfs_probe_helper.ANSWER)
+
+    w = World()
+    p = w.spawn(w.host("a"), use_helper)
+    w.run()
+    assert p.result() == 42
+    assert sys.path[0] == ""
+    sys.modules.pop("simfs_probe_helper", None)
