@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     fidelity.add_argument("--quiet", action="store_true", help="no progress on stderr")
     fidelity.add_argument("--rpc-latency", type=float, default=0.0, metavar="SECONDS",
                           help="virtual seconds each simulated RPC takes (default 0)")
+    from ._explore_cli import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -83,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fidelity(args)
         if args.command == "agent":
             return _agent(args)
+        if args.command in ("explore", "replay"):
+            from ._explore_cli import run_command
+
+            return run_command(args)
         return _run(args)
     except ScenarioError as error:
         print(f"error: {error}", file=sys.stderr)

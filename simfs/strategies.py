@@ -428,12 +428,14 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
         if "world" not in inspect.signature(test).parameters:
             raise TypeError(f"{test.__name__} must take a 'world' argument to be explored")
 
-        def run_on(world: World, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        def run_on(world: World, args: tuple[Any, ...], kwargs: dict[str, Any],
+                   searching: bool = True) -> None:
             try:
                 test(*args, world=world, **kwargs)
             except BaseException:
                 token = world_token(world, built_hosts)
-                note(f"simfs schedule: {world.choices}; replay token: {token}")
+                if searching:
+                    note(f"simfs schedule: {world.choices}; replay token: {token}")
                 record = CURRENT_TEST.get()
                 if record is not None:
                     record.worlds.append((world, token))
@@ -453,7 +455,7 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
         def explored(*args: Any, **kwargs: Any) -> None:
             record = CURRENT_TEST.get()
             if record is not None and record.replay is not None:
-                run_on(world_from_token(record.replay), args, kwargs)
+                run_on(world_from_token(record.replay), args, kwargs, searching=False)
                 return
             searched(*args, **kwargs)
 
