@@ -22,6 +22,7 @@ import hashlib
 import math
 import os
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,9 @@ class Outcome:
     digest: str
     virtual_s: float
     choices: tuple[int, ...]
+    # What the example reached (e.g. the window a reload landed in): counted
+    # over a search, to show a clean search did reach what it claims to check.
+    reached: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,7 @@ class Progress:
     elapsed_s: float = 0.0
     budget_spent: bool = False
     failure: Failure | None = None
+    reached: Counter[str] = field(default_factory=Counter)
 
 
 class ExampleFailed(AssertionError):
@@ -187,6 +192,7 @@ def explore(scenario: type[Scenario], variant: str, *, examples: int = 200,
         outcome = declared.run(variant, example, world_seed, schedule)
         state.examples += 1
         state.virtual_s += outcome.virtual_s
+        state.reached.update(outcome.reached)
         if outcome.problems:
             state.failures += 1
             if state.first_failure is None:

@@ -148,7 +148,8 @@ def _explore_example(variant: str, example: dict[str, Any], seed: int,
     finally:
         virtual_s, choices = session.world.now, tuple(session.world.choices)
         digest = session.close()
-    return Outcome(problems, digest, virtual_s, choices)
+    reached = (example["layout"], f"waiter mount {example['waiter_mount']}")
+    return Outcome(problems, digest, virtual_s, choices, reached)
 
 
 # -- the experiment ------------------------------------------------------------------

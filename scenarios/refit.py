@@ -111,8 +111,10 @@ def _explore_example(variant: str, example: dict[str, Any], seed: int,
     """One fleet; the invariant: no shard HEALTHY without the refit's weights."""
     run = run_fleet(plan_from_json(example), variant, seed=seed, chooser=chooser)
     last = max((mark.at for mark in run.fleet.marks), default=0.0)
+    reached = (*run.landing_windows(),
+               *("recovery" for record in run.records if record.attempts > 1))
     return Outcome(tuple(v.describe() for v in run.violations), run.digest, last,
-                   tuple(run.choices))
+                   tuple(run.choices), reached)
 
 
 def _outcome(shard: ShardId, record: RefitRecord) -> str:
