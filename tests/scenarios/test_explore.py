@@ -15,6 +15,12 @@ from scenarios._explore_cli import parse_budget, parse_shard
 FAST = {"examples": 20}
 
 
+@pytest.fixture(scope="module")
+def found_stall():
+    """One search of the bare exists(), shared by the tests that read its result."""
+    return explore(get("handshake"), "exists", **FAST)
+
+
 @pytest.mark.parametrize("name", ["handshake", "prune", "refit"])
 def test_every_seed_scenario_declares_what_may_vary(name):
     assert exploration_of(get(name)).space is not None
@@ -29,16 +35,17 @@ def test_a_scenario_without_a_declaration_is_refused_by_name():
         exploration_of(Bare)
 
 
-def test_exploring_the_bare_exists_finds_the_stall_and_shrinks_it_to_default_mounts():
-    found = explore(get("handshake"), "exists", **FAST)
+def test_exploring_the_bare_exists_finds_the_stall_and_shrinks_it_to_default_mounts(found_stall):
+    found = found_stall
     assert found.failure is not None
     example = found.failure.example
     assert (example["waiter_mount"], example["creator_mount"]) == ("vers=3", "vers=3")
     assert "saw" in found.failure.outcome.problems[0]
 
 
-def test_a_replay_token_reruns_the_minimal_example_in_a_fresh_process_with_its_digest():
-    found = explore(get("handshake"), "exists", **FAST)
+def test_a_replay_token_reruns_the_minimal_example_in_a_fresh_process_with_its_digest(
+        found_stall):
+    found = found_stall
     token = found.failure.token
     rerun = subprocess.run([sys.executable, "-m", "scenarios", "replay", token],
                            capture_output=True, text=True, timeout=300)
@@ -48,8 +55,8 @@ def test_a_replay_token_reruns_the_minimal_example_in_a_fresh_process_with_its_d
         rerun.stdout
 
 
-def test_a_replay_in_this_process_gives_the_digest_the_search_reported():
-    found = explore(get("handshake"), "exists", **FAST)
+def test_a_replay_in_this_process_gives_the_digest_the_search_reported(found_stall):
+    found = found_stall
     _, outcome = replay(found.failure.token)
     assert outcome == found.failure.outcome
 
