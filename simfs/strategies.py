@@ -405,7 +405,8 @@ Test = Callable[..., None]
 
 def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] | None = None,
             seeds: SearchStrategy[int] | None = None, max_deviations: int = DEFAULT_MAX_DEVIATIONS,
-            export: str = "/shared", max_examples: int = 100) -> Callable[[Test], Test]:
+            export: str = "/shared", max_examples: int = 100,
+            hypothesis_settings: settings | None = None) -> Callable[[Test], Test]:
     """Run a test body under Hypothesis over schedules, faults, mounts and seeds.
 
     The decorated test takes a ``world`` argument: a fresh world per
@@ -413,12 +414,14 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
     pytest fixtures).  The world is closed after each example.  On a
     failure the report carries a replay token; with the simfs pytest plugin,
     ``pytest NODEID --simfs-replay TOKEN`` runs the body once on exactly that
-    world and schedule, without Hypothesis.  Settings other than
-    ``max_examples`` can be given with ``hypothesis.settings`` outside.
+    world and schedule, without Hypothesis.
 
     Args:
         hosts, faults, seeds, max_deviations, export: as for ``worlds``.
         max_examples: Hypothesis's example budget.
+        hypothesis_settings: other Hypothesis settings (a database, phases,
+            derandomize); the deadline is always off, because a simulated
+            run's wall time says nothing about the code under test.
     """
     strategy = worlds(hosts, faults=faults, seeds=seeds, max_deviations=max_deviations,
                       export=export)
@@ -447,8 +450,10 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
         def example(*args: Any, world: World, **kwargs: Any) -> None:
             run_on(world, args, kwargs)
 
-        searched = settings(max_examples=max_examples, deadline=None,
-                            suppress_health_check=[HealthCheck.too_slow])(
+        parent = hypothesis_settings if hypothesis_settings is not None else settings()
+        searched = settings(parent, max_examples=max_examples, deadline=None,
+                            suppress_health_check=[*parent.suppress_health_check,
+                                                   HealthCheck.too_slow])(
             given(world=strategy)(example))
 
         @functools.wraps(searched)

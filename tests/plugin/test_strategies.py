@@ -128,3 +128,41 @@ def test_a_world_whose_every_schedule_fails_shrinks_to_first_come_order():
     seed, mount, choices = seen[-1]
     assert (seed, mount) == (0, "vers=3")
     assert choices and not any(choices)
+
+
+def _remove_once():
+    open("/shared/stale.lock", "w").close()
+    os.unlink("/shared/stale.lock")  # no retry: a busy unlink fails the whole cleanup
+
+
+def test_a_fault_plan_that_breaks_an_unretried_unlink_shrinks_to_one_ebusy_rule():
+    plans = []
+
+    @settings(max_examples=200, database=None, derandomize=True, deadline=None,
+              report_multiple_bugs=False, phases=[Phase.generate, Phase.shrink])
+    @given(world=worlds({"a": "vers=3"}, faults=fault_plans(ops=["unlink", "stat"])))
+    def cleanup_survives_faults(world):
+        plans.append(world.plan)
+        process = world.spawn("a", _remove_once)
+        world.run()
+        assert process.exception() is None
+
+    with pytest.raises(AssertionError):
+        cleanup_survives_faults()
+    (rule,) = plans[-1].rules
+    assert (rule.op, rule.errno, rule.nth, rule.delay) == ("unlink", errno.EBUSY, 1, 0.0)
+    assert plans[-1].close_delays == ()
+
+
+def test_explore_passes_other_hypothesis_settings_through():
+    from simfs.strategies import explore
+
+    runs = []
+
+    @explore(hosts={"a": "vers=3"}, max_examples=7,
+             hypothesis_settings=settings(database=None, phases=[Phase.generate]))
+    def counts(world):
+        runs.append(world)
+
+    counts()
+    assert 1 <= len(runs) <= 7
