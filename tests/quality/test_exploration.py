@@ -11,6 +11,9 @@ shrinking; prune/rmtree at 5 (27); prune/uncapped-retry at 3 (10);
 refit/before at 7 (77); refit/pr at 9 (90).
 """
 
+import subprocess
+import sys
+
 import pytest
 
 from scenarios import get
@@ -31,8 +34,14 @@ def _found(scenario, variant):
     assert state.first_failure <= FIND_WITHIN
     # The search ran its generation (at most FIND_WITHIN) and its shrink.
     assert state.examples <= FIND_WITHIN + SHRINK_WITHIN
+    # The replay check: in this long-lived process, after the whole search...
     _, again = replay(state.failure.token)
     assert again == state.failure.outcome
+    # ...and in a fresh one, through the command a report prints.
+    fresh = subprocess.run([sys.executable, "-m", "scenarios", "replay", state.failure.token],
+                           capture_output=True, text=True, timeout=300)
+    assert fresh.returncode == 1, fresh.stderr
+    assert f"trace sha256 {state.failure.outcome.digest}" in fresh.stdout
     return state.failure
 
 
