@@ -93,7 +93,7 @@ class Failure:
 
 
 @dataclass
-class Progress:
+class SearchState:
     """Counts while a search runs (the progress line and the summary)."""
 
     scenario: str
@@ -137,7 +137,7 @@ def shard_seed(seed: int, shard: int, shards: int) -> int:
 def explore(scenario: type[Scenario], variant: str, *, examples: int = 200,
             budget_s: float | None = None, seed: int = 0, shard: int = 0, shards: int = 1,
             database: str | None = None,
-            on_example: Callable[[Progress], None] | None = None) -> Progress:
+            on_example: Callable[[SearchState], None] | None = None) -> SearchState:
     """Search ``variant`` of ``scenario`` for an invariant violation, and shrink it.
 
     Args:
@@ -168,7 +168,7 @@ def explore(scenario: type[Scenario], variant: str, *, examples: int = 200,
         raise ScenarioError(f"--examples {examples}: allowed: an int >= 1")
     if budget_s is not None and not budget_s > 0:
         raise ScenarioError(f"--budget {budget_s}: allowed: seconds > 0")
-    state = Progress(scenario.name, variant)
+    state = SearchState(scenario.name, variant)
     deadline = None if budget_s is None else state.started + budget_s
     phases = [Phase.generate, Phase.shrink]
     db = None

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ._base import ScenarioError
-from ._explore import Failure, Progress, exploration_of, explore, format_example, replay
+from ._explore import Failure, SearchState, exploration_of, explore, format_example, replay
 
 _BUDGET = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 _SECONDS = {"s": 1, "m": 60, "h": 3600, None: 1}
@@ -108,7 +108,7 @@ def _explore(args: argparse.Namespace) -> int:
 def _progress_line() -> Any:
     last = [0.0]
 
-    def show(state: Progress) -> None:
+    def show(state: SearchState) -> None:
         now = time.perf_counter()
         if now - last[0] < 0.2:
             return
@@ -120,7 +120,7 @@ def _progress_line() -> Any:
     return show
 
 
-def _summary(state: Progress, shard: int, shards: int) -> str:
+def _summary(state: SearchState, shard: int, shards: int) -> str:
     where = "" if shards == 1 else f" (shard {shard}/{shards})"
     rate = state.examples / state.elapsed_s if state.elapsed_s > 0 else 0.0
     head = (f"{state.scenario}/{state.variant}{where}: {state.examples} examples "
