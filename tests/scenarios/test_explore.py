@@ -115,3 +115,10 @@ def test_the_run_command_loads_neither_hypothesis_nor_pytest():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_a_spent_wall_budget_ends_a_clean_search_without_a_failure():
+    # A budget far shorter than Hypothesis's own start-up: spent before the
+    # first example, whatever the machine's speed.
+    state = explore(get("handshake"), "marker_exists", examples=1000, budget_s=1e-9)
+    assert state.budget_spent and state.failure is None and state.examples == 0
