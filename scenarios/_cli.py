@@ -153,6 +153,9 @@ def _parser() -> argparse.ArgumentParser:
     fidelity.add_argument("name", help="a scenario with a comparison: "
                           + ", ".join(_with_fidelity()))
     _add_run_options(fidelity)
+    from ._explore_cli import add_commands
+
+    add_commands(commands)
     return parser
 
 
@@ -177,6 +180,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return _fidelity(args)
             if args.command == "agent":
                 return _agent(args)
+            if args.command in ("explore", "replay"):
+                from ._explore_cli import run_command
+
+                return run_command(args)
             return _run(args)
         except ScenarioError as error:
             print(f"error: {error}", file=sys.stderr)

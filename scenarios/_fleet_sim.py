@@ -28,10 +28,9 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
-from hypothesis import strategies as st
 
 from reference.fleet import (
     RefitController,
@@ -502,25 +501,49 @@ def check_invariant(run: FleetRun) -> None:
 GRID_S = 10
 
 
-@st.composite
-def fleet_plans(draw: st.DrawFn) -> FleetPlan:
-    """Fleets of 2-5 shards, one or two refits, up to three restarts of distinct shards.
+def fleet_plans() -> Any:
+    """A Hypothesis strategy of fleets: 2-5 shards, one or two refits, up to three
+    restarts of distinct shards.
 
     The steps take the replay's times (rebuild 30 s, transfer 90 s) and a
     60 s backoff; every time is on a 10 s grid, so a reload landing at the
     very instant a read or an await happens is common and the chooser
     decides which runs first.  Draws are plain integers (no ``builds``,
     no ``unique_by``): cheap to generate, and they shrink to one restart.
+    Hypothesis is imported here, not with the module: ``python -m scenarios
+    run`` never loads it.
     """
-    shards = draw(st.integers(2, 5))
-    first = GRID_S * draw(st.integers(0, 60))
-    refits = (first,) if draw(st.integers(1, 2)) == 1 else (
-        first, first + GRID_S * draw(st.integers(0, 60)))
-    free = list(range(shards))
-    restarts = []
-    for _ in range(draw(st.integers(0, min(3, shards)))):
-        shard = free.pop(draw(st.integers(0, len(free) - 1)))
-        restarts.append(Restart(shard, GRID_S * draw(st.integers(0, 60)),
-                                GRID_S * draw(st.integers(6, 36))))
-    return FleetPlan(shards, refits, rebuild_s=30, transfer_s=90, restarts=tuple(restarts),
-                     backoff_s=60)
+    from hypothesis import strategies as st
+
+    @st.composite
+    def plans(draw: st.DrawFn) -> FleetPlan:
+        shards = draw(st.integers(2, 5))
+        first = GRID_S * draw(st.integers(0, 60))
+        refits = (first,) if draw(st.integers(1, 2)) == 1 else (
+            first, first + GRID_S * draw(st.integers(0, 60)))
+        free = list(range(shards))
+        restarts = []
+        for _ in range(draw(st.integers(0, min(3, shards)))):
+            shard = free.pop(draw(st.integers(0, len(free) - 1)))
+            restarts.append(Restart(shard, GRID_S * draw(st.integers(0, 60)),
+                                    GRID_S * draw(st.integers(6, 36))))
+        return FleetPlan(shards, refits, rebuild_s=30, transfer_s=90,
+                         restarts=tuple(restarts), backoff_s=60)
+
+    return plans()
+
+
+def plan_to_json(plan: FleetPlan) -> dict[str, Any]:
+    """A plan as plain JSON values (for replay tokens); ``plan_from_json`` inverts it."""
+    return {"shards": plan.shards, "refits_at": list(plan.refits_at),
+            "rebuild_s": plan.rebuild_s, "transfer_s": plan.transfer_s,
+            "restarts": [[r.shard, r.exits_at, r.reload_s] for r in plan.restarts],
+            "backoff_s": plan.backoff_s, "max_attempts": plan.max_attempts,
+            "checkpoint_version": plan.checkpoint_version}
+
+
+def plan_from_json(data: dict[str, Any]) -> FleetPlan:
+    """Raises: ValueError (an invalid plan), KeyError (a missing field)."""
+    return FleetPlan(data["shards"], tuple(data["refits_at"]), data["rebuild_s"],
+                     data["transfer_s"], tuple(Restart(*r) for r in data["restarts"]),
+                     data["backoff_s"], data["max_attempts"], data["checkpoint_version"])

@@ -41,6 +41,8 @@ from ._base import (
     combine_digests,
     format_table,
 )
+from ._explore import Chooser, Exploration, Outcome
+from ._sim import SimBackend
 
 BROADCAST = "broadcast"
 LAYOUTS = ("waiter-made-dir", "creator-made-dir")
@@ -96,6 +98,60 @@ def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bo
     return start, time.time(), polls
 
 
+# -- what may vary, for `python -m scenarios explore handshake` --------------------
+
+# Mount profiles explored (simfs.strategies.MOUNT_PROFILES); nocto is left
+# out: the fix is close-to-open revalidation of the directories, which
+# nocto turns off (nfs(5) "cto"), and the seed's fleet mounts with cto.
+EXPLORED_MOUNTS = ("defaults", "short-acdirmin", "actimeo=0", "noac", "lookupcache=positive",
+                   "lookupcache=none")
+
+
+def _explore_space() -> Any:
+    """Both hosts' mounts, the layout and direction, when the marker comes, the poll."""
+    from hypothesis import strategies as st
+
+    from simfs.strategies import delays, mount_options
+
+    return st.fixed_dictionaries({
+        "layout": st.sampled_from(LAYOUTS),
+        "direction": st.sampled_from(tuple(DIRECTIONS)),
+        "delay": delays(2.0, grid=0.05),
+        "poll": st.sampled_from((0.1, 0.5, 1.0)),
+        "waiter_mount": mount_options(EXPLORED_MOUNTS, custom=False),
+        "creator_mount": mount_options(EXPLORED_MOUNTS, custom=False),
+    })
+
+
+def _explore_example(variant: str, example: dict[str, Any], seed: int,
+                     chooser: Chooser) -> Outcome:
+    """One handshake; the invariant: the waiter sees the marker within one poll."""
+    waiter, creator, marker = DIRECTIONS[example["direction"]]
+    waiter_makes_dir = example["layout"] == "waiter-made-dir"
+    poll, timeout = example["poll"], 120.0
+    session = SimBackend(chooser=chooser).session(
+        {waiter: example["waiter_mount"], creator: example["creator_mount"]}, seed)
+    problems: tuple[str, ...] = ()
+    try:
+        session.run([ProcessSpec(creator, prepare_broadcast_dir)], timeout=60)
+        created, (_, seen, _) = session.run([
+            ProcessSpec(creator, create_marker,
+                        ("step", marker, example["delay"], not waiter_makes_dir), "creator"),
+            ProcessSpec(waiter, wait_for_marker,
+                        ("step", marker, variant, waiter_makes_dir, poll, timeout), "waiter"),
+        ], timeout=timeout + 60)
+        if seen - created > poll + 1e-6:
+            problems = (f"the {waiter} saw {marker} {seen - created:.2f} s after the "
+                        f"{creator} created it, polling every {poll:g} s",)
+    except Exception as error:  # a process's failure is this example's finding
+        problems = (f"{type(error).__name__}: {error}",)
+    finally:
+        virtual_s, choices = session.world.now, tuple(session.world.choices)
+        digest = session.close()
+    reached = (example["layout"], f"waiter mount {example['waiter_mount']}")
+    return Outcome(problems, digest, virtual_s, choices, reached)
+
+
 # -- the experiment ------------------------------------------------------------------
 
 
@@ -121,6 +177,7 @@ class Handshake(Scenario):
         Variant("marker_exists", "reference.fs.marker_exists: revalidate, then exists()",
                 buggy=False),
     )
+    exploration: ClassVar[Exploration] = Exploration(_explore_space, _explore_example)
 
     def run(self, backend: Backend, seed: int, params: dict[str, Any],
             progress: Progress) -> ScenarioResult:

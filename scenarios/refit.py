@@ -33,6 +33,7 @@ from ._base import (
     combine_digests,
     format_table,
 )
+from ._explore import Chooser, Exploration, Outcome
 from ._fleet_sim import (
     SEED_TABLE,
     VARIANTS,
@@ -45,6 +46,8 @@ from ._fleet_sim import (
     Restart,
     check_invariant,
     fleet_plans,
+    plan_from_json,
+    plan_to_json,
     run_fleet,
     run_fleet_on,
     tape_chooser,
@@ -95,6 +98,25 @@ def window_plan(window: str, params: dict[str, Any], rng: random.Random) -> Flee
                      (Restart(params["shard"], exit_at, lands - exit_at),), backoff)
 
 
+# -- what may vary, for `python -m scenarios explore refit` ------------------------------------
+
+
+def _explore_space() -> Any:
+    """Fleets, their refit times and restarts (``fleet_plans``), as JSON."""
+    return fleet_plans().map(plan_to_json)
+
+
+def _explore_example(variant: str, example: dict[str, Any], seed: int,
+                     chooser: Chooser) -> Outcome:
+    """One fleet; the invariant: no shard HEALTHY without the refit's weights."""
+    run = run_fleet(plan_from_json(example), variant, seed=seed, chooser=chooser)
+    last = max((mark.at for mark in run.fleet.marks), default=0.0)
+    reached = (*run.landing_windows(),
+               *("recovery" for record in run.records if record.attempts > 1))
+    return Outcome(tuple(v.describe() for v in run.violations), run.digest, last,
+                   tuple(run.choices), reached)
+
+
 def _outcome(shard: ShardId, record: RefitRecord) -> str:
     if shard in record.promoted:
         return "correct" if shard in record.delivered else "promoted"
@@ -125,6 +147,8 @@ class Refit(Scenario):
                 True),
         Variant("reference", "reference.fleet.RefitController: one read feeds all", False),
     )
+    exploration: ClassVar[Exploration] = Exploration(_explore_space, _explore_example,
+                                                     max_deviations=8)
 
     def run(self, backend: Backend, seed: int, params: dict[str, Any],
             progress: Progress) -> ScenarioResult:

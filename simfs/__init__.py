@@ -13,6 +13,8 @@ processes on them, deterministically from a seed.
     p.result(); w.now; w.trace.format(); b.rpc_counts()
 """
 
+from typing import TYPE_CHECKING
+
 from ._engine._scheduler import Process, current_process
 from ._engine._trace import Trace, TraceEvent
 from ._errors import (
@@ -69,3 +71,18 @@ __all__ = [
     "current_process",
     "render_html",
 ]
+
+if TYPE_CHECKING:  # at run time __getattr__ below imports it on first use
+    from .strategies import explore as explore
+
+
+def __getattr__(name: str) -> object:
+    """``simfs.explore``, imported on first use: it brings Hypothesis with it.
+
+    Left out of ``__all__`` so that ``from simfs import *`` stays cheap too.
+    """
+    if name == "explore":
+        from .strategies import explore
+
+        return explore
+    raise AttributeError(f"module 'simfs' has no attribute {name!r}")

@@ -1,0 +1,149 @@
+"""Replay tokens: one printable line that rebuilds a world exactly as a run had it.
+
+A failing exploration is only useful if another person, on another machine,
+can run the same thing again.  A token carries what a world is made of (its
+seed, export, hosts and their nfs(5) options, the fault plan) and every
+scheduling choice the run made; rebuilt from it, the world replays the
+recorded choices (``World(chooser=[...])``) and so the identical trace.
+Tokens hold plain JSON (never pickles): decoding one runs no code.
+
+No Hypothesis and no pytest here: ``import simfs`` stays cheap, and a replay
+needs neither.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from collections.abc import Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._nfs._faults import CloseDelay, FaultPlan, FaultRule, HostCrash
+from ._world import World
+
+PREFIX = "simfs1-"
+
+
+class ReplayTokenError(ValueError):
+    """A replay token that cannot be read: truncated, edited, or from elsewhere."""
+
+
+def encode_token(payload: Mapping[str, Any]) -> str:
+    """``payload`` (plain JSON values) as one copy-pasteable word."""
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    packed = base64.urlsafe_b64encode(zlib.compress(text.encode(), 9)).decode().rstrip("=")
+    return PREFIX + packed
+
+
+def decode_token(token: str) -> dict[str, Any]:
+    """The payload of a token made by ``encode_token``.
+
+    Raises:
+        ReplayTokenError: naming the token and what is wrong with it.
+    """
+    if not isinstance(token, str) or not token.startswith(PREFIX):
+        raise ReplayTokenError(f"replay token {token!r} does not start with {PREFIX!r}; "
+                               "copy the whole token from the failure report")
+    body = token[len(PREFIX):]
+    try:
+        raw = zlib.decompress(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        payload = json.loads(raw)
+    except (binascii.Error, zlib.error, ValueError) as error:
+        raise ReplayTokenError(f"replay token {token[:40]!r}... is damaged ({error}); copy "
+                               "the whole token from the failure report") from None
+    if not isinstance(payload, dict):
+        raise ReplayTokenError(f"replay token {token[:40]!r}... holds no payload")
+    return payload
+
+
+# -- fault plans as JSON ------------------------------------------------------------------
+
+
+def plan_to_json(plan: FaultPlan) -> dict[str, Any]:
+    """A fault plan as plain JSON values; ``plan_from_json`` inverts it."""
+    return {
+        "rules": [{"op": r.op, "path": r.path, "errno": r.errno, "delay": r.delay,
+                   "host": r.host, "nth": r.nth,
+                   "window": None if r.window is None else list(r.window)}
+                  for r in plan.rules],
+        "close_delays": [{"path": d.path, "seconds": d.seconds, "host": d.host}
+                         for d in plan.close_delays],
+        "crashes": [{"host": c.host, "at": c.at} for c in plan.crashes],
+    }
+
+
+def plan_from_json(data: Mapping[str, Any]) -> FaultPlan:
+    """Raises: FaultPlanError (an invalid rule), KeyError/TypeError (a malformed one)."""
+    rules = tuple(FaultRule(rule["op"], rule["path"], rule["errno"], rule["delay"],
+                            rule["host"], rule["nth"],
+                            None if rule["window"] is None else tuple(rule["window"]))
+                  for rule in data.get("rules", ()))
+    delays = tuple(CloseDelay(d["path"], d["seconds"], d["host"])
+                   for d in data.get("close_delays", ()))
+    crashes = tuple(HostCrash(c["host"], c["at"]) for c in data.get("crashes", ()))
+    return FaultPlan(rules, delays, crashes)
+
+
+# -- worlds -------------------------------------------------------------------------------
+
+
+def world_token(world: World, hosts: Sequence[str] | None = None) -> str:
+    """A token that rebuilds ``world`` (the ``hosts`` named, all if None) and its schedule.
+
+    Hosts the test adds itself after the world is handed to it are left out:
+    the test adds them again when it is replayed.
+    """
+    names = list(world.hosts) if hosts is None else list(hosts)
+    return encode_token({
+        "kind": "world", "seed": world.seed, "export": world.export,
+        "hosts": [[name, world.hosts[name].mount] for name in names],
+        "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
+        "choices": world.choices,
+    })
+
+
+def world_from_token(token: str) -> World:
+    """A fresh world built from ``world_token``'s token, replaying its choices.
+
+    Raises:
+        ReplayTokenError: the token is damaged or is not a world's.
+    """
+    payload = decode_token(token)
+    if payload.get("kind") != "world":
+        raise ReplayTokenError(f"replay token {token[:40]!r}... is a "
+                               f"{payload.get('kind', 'unknown')!r} token, not a world's")
+    try:
+        plan = plan_from_json(payload["faults"])
+        world = World(payload["seed"], export=payload["export"], chooser=payload["choices"],
+                      faults=plan if plan != FaultPlan() else None)
+        # Set in ns, as recorded: seconds would round up on the way back.
+        world.rpc_latency_ns = int(payload["rpc_latency_ns"])
+        for name, mount in payload["hosts"]:
+            world.host(name, mount=mount)
+    except (KeyError, TypeError) as error:
+        raise ReplayTokenError(f"replay token {token[:40]!r}... lacks {error}") from None
+    return world
+
+
+# -- the seam between the pytest plugin and simfs.strategies.explore ----------------------
+
+
+@dataclass
+class CallRecord:
+    """What the plugin asks of one test's worlds, and what they report back.
+
+    The plugin sets it for the duration of a test call; ``explore`` reads the
+    replay token from it and leaves the failing world's token there for the
+    failure report.  A ContextVar, not a global: one test's record never
+    leaks into the next.
+    """
+
+    replay: str | None = None
+    worlds: list[tuple[World, str]] = field(default_factory=list)
+
+
+CURRENT_TEST: ContextVar[CallRecord | None] = ContextVar("simfs_current_test", default=None)
