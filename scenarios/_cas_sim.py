@@ -66,10 +66,12 @@ class SeedStore(CasStore):
 
     def _materialise(self, manifest: Manifest, fetch: Fetch, snapshot: Path) -> bool:
         build = self.snapshots / f"{manifest.key}.building"
-        shutil.rmtree(build, ignore_errors=True)
-        os.makedirs(build)
+        # The writer takes the fixed name from here on: a makedirs that meets
+        # another writer's directory (EEXIST) is a collision too.
         self._note("temp-open", build)
         try:
+            shutil.rmtree(build, ignore_errors=True)
+            os.makedirs(build)
             for entry in manifest.entries:
                 blob = self.ensure_blob(entry, fetch)
                 os.link(blob, build / entry.path)
