@@ -61,6 +61,7 @@ def test_the_seeds_retry_from_another_host_within_acdirmin_meets_its_negative_en
     other = rows[("seed-fix", "other")]
     # The weights take 26.4 s at 1 Gbit/s: every retry lands within 30 s of
     # the failed lookup, and fails although the directory is on the server.
+    # A real Linux 6.1 client does the same (the run in scenarios/transfer.py).
     assert other["stale_enoent"] == other["enoent"] == rows[("naive", "none")]["enoent"] > 0
     assert other["completed"] == TRIALS - other["stale_enoent"]
 
