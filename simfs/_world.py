@@ -143,6 +143,7 @@ class World:
         self.max_events = max_events
         self._ofd_ids = itertools.count(1)
         self._pids = itertools.count(1000)
+        self._object_serials = itertools.count(1)
         self._names: Counter[str] = Counter()
         self._crashes_scheduled = False
         self.random = random.Random(f"simfs-world:{seed}")
@@ -187,18 +188,25 @@ class World:
         group = ProcessGroup(next(self._pids), self.export,
                              self.random.getrandbits(64))
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
-                                 group, parent=None, daemon=False)
+                                 group, parent=None, daemon=False, native_id=group.pid)
 
     def spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
                      daemon: bool) -> Process:
         """A thread started inside ``parent``'s process: same host, same descriptors."""
         return self._add_process(parent.host, target, self._unique_name(name), parent.group,
-                                 parent=parent, daemon=daemon)
+                                 parent=parent, daemon=daemon, native_id=next(self._pids))
 
     def _as_callable(self, target: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Callable[[], object]:
         if not callable(target):
             raise TypeError(f"spawn needs a callable target, not {target!r}")
+        from ._patch import install
+        from ._patch._registry import simulated
+
+        # A stdlib function passed before the first run() (spawn(h, time.sleep, 3))
+        # was looked up before the routes existed: run its route instead.
+        install()
+        target = simulated(target)
         if inspect.iscoroutinefunction(target):
             from ._patch._trio import run_async
 
@@ -211,9 +219,10 @@ class World:
         return name if count == 1 else f"{name}#{count}"
 
     def _add_process(self, host: Host, call: Callable[[], object], name: str,
-                     group: ProcessGroup, parent: Process | None, daemon: bool) -> Process:
+                     group: ProcessGroup, parent: Process | None, daemon: bool,
+                     native_id: int) -> Process:
         process = Process(self.scheduler, len(self.processes), name, host, call, group,
-                          parent, daemon)
+                          parent, daemon, native_id)
         process.syscalls = Syscalls(self, host, process)
         self.processes.append(process)
         host.processes.append(process)
@@ -353,6 +362,10 @@ class World:
 
     def next_ofd_id(self) -> int:
         return next(self._ofd_ids)
+
+    def next_object_serial(self) -> int:
+        """A hash for an object a program keeps in a set (see simfs._patch._threads)."""
+        return next(self._object_serials)
 
     # -- process lifecycle --------------------------------------------------------
 

@@ -69,42 +69,67 @@ def current_process() -> Process | None:
 class ProcessGroup:
     """What one simulated OS process shares between its threads.
 
-    The descriptor table, working directory, pid and the owner of its POSIX
-    (lockf) locks belong to the OS process, not to a thread.
+    The descriptor table, working directory, pid, umask and the owner of its
+    POSIX (lockf) locks belong to the OS process, not to a thread.  So do the
+    interpreter's own counters (``threading``'s ``Thread-N`` names, the
+    ``ThreadPoolExecutor-N`` prefix): a real program starts them at 1 in
+    every process, so here each simulated process has its own.
     """
 
-    __slots__ = ("_random", "cwd", "fds", "live_threads", "pid", "rng_seed")
+    __slots__ = ("_counters", "_random", "cwd", "fds", "live_threads", "pid", "rng_seed",
+                 "umask")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
         self.pid = pid
         self.cwd = cwd
+        self.umask = 0o022
         self.fds: dict[int, Any] = {}
         self.live_threads: list[Process] = []
         self.rng_seed = rng_seed
         self._random: random.Random | None = None
+        self._counters: dict[str, int] = {}
 
     def random(self) -> random.Random:
         if self._random is None:
             self._random = random.Random(self.rng_seed)
         return self._random
 
+    def next_number(self, counter: str, first: int) -> int:
+        """The next value of one of this process's interpreter counters."""
+        value = self._counters.get(counter, first)
+        self._counters[counter] = value + 1
+        return value
+
 
 class Process:
     """One simulated process or thread: a callable running on a host.
 
     ``result()`` returns the callable's value or re-raises its exception.
+
+    ``native_id`` is the thread's id as the kernel would number it (the
+    process's pid for its first thread, a fresh number from the world's pid
+    space for each further thread, as Linux allocates tids) and ``ident`` the
+    ``threading.get_ident()`` value; both come from the world, so they repeat
+    with the seed.  ``thread`` is the ``threading.Thread`` the program sees as
+    ``current_thread()``.
     """
 
     __slots__ = ("_baton", "_error", "_value", "abandoned", "daemon", "group", "host",
-                 "joiners", "kill",
-                 "last_call", "name", "parent", "pid", "scheduler", "started", "state",
-                 "syscalls", "target", "wait_token", "waiting_on", "woken")
+                 "ident", "joiners", "kill",
+                 "last_call", "name", "native_id", "parent", "pid", "scheduler", "started",
+                 "state", "syscalls", "target", "thread", "wait_token", "waiting_on", "woken")
 
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
-                 daemon: bool) -> None:
+                 daemon: bool, native_id: int) -> None:
         self.scheduler = scheduler
         self.pid = pid
+        self.native_id = native_id
+        # Real idents are pthread_t addresses, never below the kernel's
+        # mmap_min_addr (64 KiB); small world-made numbers cannot collide with
+        # a real thread's key in threading._active.
+        self.ident = native_id
+        self.thread: Any = None
         self.name = name
         self.host = host
         self.target = target
