@@ -105,14 +105,16 @@ class World:
         rpc_latency: virtual seconds each RPC takes (0: syscalls are instant).
         step_timeout: real seconds a process may run without yielding before
             it is reported as blocked on something real.
-        max_events: a run that records more trace events stops with
-            ``RunawaySimulation`` instead of filling memory.
+        max_events: a world whose processes pass this many scheduling events
+            (syscalls, sleeps, waits, in all its runs) stops with
+            ``RunawaySimulation`` naming what is still active, instead of
+            filling memory: the trace holds at most about this many events.
     """
 
     def __init__(self, seed: int = 0, *, export: str = "/shared",
                  chooser: Chooser | Sequence[int] | None = None,
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
-                 step_timeout: float = 10.0, max_events: int = 5_000_000) -> None:
+                 step_timeout: float = 10.0, max_events: int = 1_000_000) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
@@ -121,13 +123,15 @@ class World:
             raise TypeError(f"faults must be a FaultPlan, not {faults!r}")
         if step_timeout <= 0:
             raise ValueError(f"step_timeout must be > 0 seconds, not {step_timeout!r}")
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise ValueError(f"max_events must be an int >= 1, not {max_events!r}")
         self.seed = seed
         self.export = export
         self.epoch_ns = EPOCH_NS
         self.clock = VirtualClock()
         choose, on_main = _make_chooser(seed, chooser)
         self.scheduler = Scheduler(self.clock, choose, choose_on_main=on_main,
-                                   step_timeout=step_timeout)
+                                   step_timeout=step_timeout, max_events=max_events)
         self.scheduler.on_exit = self._on_exit
         self.server_state = Server(self.clock, self.epoch_ns)
         self.server = ServerView(self.server_state, export)
@@ -135,6 +139,7 @@ class World:
         self.locks = LockTable(self.scheduler)
         self.hosts: dict[str, Host] = {}
         self.processes: list[Process] = []
+        self.scheduler.processes = self.processes
         # Loud failures (escapes, runaways) re-raised by run() even if caught.
         self.escapes: list[SimfsError] = []
         self.plan = faults or FaultPlan()

@@ -32,7 +32,7 @@ _modules_seen = 0
 _KEEP_REAL = frozenset({
     "posix", "nt", "_io", "builtins", "_thread", "_socket", "_random", "sys", "marshal",
     "zipimport", "_frozen_importlib", "_frozen_importlib_external", "importlib._bootstrap",
-    "importlib._bootstrap_external", "faulthandler",
+    "importlib._bootstrap_external", "faulthandler", "datetime", "_datetime", "_pydatetime",
 })
 
 

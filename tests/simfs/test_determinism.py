@@ -239,12 +239,3 @@ def test_outside_the_world_threads_keep_their_real_identity():
     assert threading.current_thread() is threading.main_thread()
     assert threading.get_native_id() == os.getpid()
     assert threading.get_ident() == threading.main_thread().ident
-
-
-def test_time_sleep_passed_to_spawn_before_any_run_sleeps_in_virtual_time():
-    real_sleep = time.sleep.__wrapped__ if hasattr(time.sleep, "__wrapped__") else time.sleep
-    world = World(seed=1)
-    process = world.spawn(world.host("a"), real_sleep, 3)
-    world.run()
-    assert process.result() is None and world.now == 3.0
-    assert [event.op for event in world.trace.select(process=process.name)] == ["sleep", "exit"]

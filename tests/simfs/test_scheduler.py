@@ -171,7 +171,7 @@ def test_a_poller_waiting_forever_stops_as_a_runaway_not_an_endless_run():
 
     world = World(max_events=500)
     world.spawn(world.host("a"), forever, name="poller")
-    with pytest.raises(RunawaySimulation, match=r"more than 500 trace events.*'poller'"):
+    with pytest.raises(RunawaySimulation, match=r"passed max_events=500 .*'poller'"):
         world.run()
 
 
