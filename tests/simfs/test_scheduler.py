@@ -157,8 +157,10 @@ def test_result_reraises_the_process_exception():
     world = World()
     process = world.spawn(world.host("a"), fails)
     world.run()
-    with pytest.raises(FileNotFoundError, match="simulated NFS"):
+    with pytest.raises(FileNotFoundError, match=r"^\[Errno 2\] No such file or directory: "
+                                                r"'/shared/absent'$") as caught:
         process.result()
+    assert caught.value.simfs_simulated
     assert isinstance(process.exception(), FileNotFoundError)
 
 
