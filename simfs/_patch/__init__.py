@@ -43,9 +43,10 @@ def install() -> None:
         _installed = True
         for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes, _audit):
             module.install()
-        from . import _trio
+        from . import _asyncio, _trio
 
         _trio.install()
+        _asyncio.install()
     _rebind_aliases()
 
 

@@ -13,6 +13,7 @@ trace digest, not only the return value.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import gc
 import os
@@ -48,7 +49,7 @@ def _observe(root: str, what: str) -> str:
 
 
 def _workload(root: str) -> list[str]:
-    """Threads, a pool, locks, temp files, uuids and trio: all that names things."""
+    """Threads, a pool, locks, temp files, uuids, trio, asyncio: all that names things."""
     os.makedirs(root, exist_ok=True)
     seen = [_observe(root, "main")]
     lock = threading.Lock()
@@ -84,6 +85,12 @@ def _workload(root: str) -> list[str]:
         return await trio.to_thread.run_sync(_observe, root, "trio")
 
     seen.append(trio.run(async_main))
+
+    async def asyncio_main() -> str:
+        await asyncio.gather(*(asyncio.sleep(delay) for delay in (0.2, 0.1)))
+        return await asyncio.to_thread(_observe, root, "asyncio")
+
+    seen.append(asyncio.run(asyncio_main()))
     seen.append(f"{time.time()}")
     return seen
 
