@@ -136,14 +136,23 @@ class ProcessKilled(BaseException):
     """
 
 
-def simulated_oserror(code: int, path: str | None = None, path2: str | None = None) -> OSError:
-    """An ``OSError`` of the right subclass, with the real strerror, marked simulated."""
-    message = f"{os.strerror(code)} (simulated NFS)"
+def simulated_oserror(code: int, path: str | bytes | None = None,
+                      path2: str | bytes | None = None) -> OSError:
+    """An ``OSError`` of the right subclass, reading exactly as the real one.
+
+    Code matches on the text (``[Errno 2] No such file or directory: ''``),
+    so the text is the real one; that the error was simulated shows in the
+    trace and in the ``simfs_simulated`` attribute.
+    """
+    message = os.strerror(code)
     if path2 is not None:
-        return OSError(code, message, path, None, path2)
-    if path is not None:
-        return OSError(code, message, path)
-    return OSError(code, message)
+        error = OSError(code, message, path, None, path2)
+    elif path is not None:
+        error = OSError(code, message, path)
+    else:
+        error = OSError(code, message)
+    error.simfs_simulated = True  # type: ignore[attr-defined]
+    return error
 
 
 def errno_name(code: int) -> str:

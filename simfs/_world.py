@@ -113,8 +113,12 @@ class World:
         rpc_latency: virtual seconds each RPC takes (0: syscalls are instant).
         step_timeout: real seconds a process may run without yielding before
             it is reported as blocked on something real.
-        max_events: a run that records more trace events stops with
-            ``RunawaySimulation`` instead of filling memory.
+        max_events: a world whose processes pass this many scheduling events
+            (syscalls, sleeps, waits, in all its runs) stops with
+            ``RunawaySimulation`` naming what is still active, instead of
+            filling memory: the trace holds at most about this many events
+            (measured: a sleep-forever process stops at the default
+            1,000,000 with a peak RSS of 172 MiB, interpreter included).
         trace_keep: how many of the latest trace events to keep readable
             (None: all).  The trace's digest and length always cover the whole
             run; set this for long runs whose memory must stay bounded.
@@ -147,7 +151,7 @@ class World:
     def __init__(self, seed: int = 0, *, export: str = "/shared",
                  chooser: Chooser | Sequence[int] | None = None,
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
-                 step_timeout: float = 10.0, max_events: int = 5_000_000,
+                 step_timeout: float = 10.0, max_events: int = 1_000_000,
                  trace_keep: int | None = None) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {seed!r}")
@@ -157,13 +161,15 @@ class World:
             raise TypeError(f"faults must be a FaultPlan, not {faults!r}")
         if step_timeout <= 0:
             raise ValueError(f"step_timeout must be > 0 seconds, not {step_timeout!r}")
+        if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
+            raise ValueError(f"max_events must be an int >= 1, not {max_events!r}")
         self.seed = seed
         self.export = export
         self.epoch_ns = EPOCH_NS
         self.clock = VirtualClock()
         choose, on_main = _make_chooser(seed, chooser)
         self.scheduler = Scheduler(self.clock, choose, choose_on_main=on_main,
-                                   step_timeout=step_timeout)
+                                   step_timeout=step_timeout, max_events=max_events)
         self.scheduler.on_exit = self._on_exit
         self.server_state = Server(self.clock, self.epoch_ns)
         self.server = ServerView(self.server_state, export)
@@ -171,6 +177,7 @@ class World:
         self.locks = LockTable(self.scheduler)
         self.hosts: dict[str, Host] = {}
         self.processes: list[Process] = []
+        self.scheduler.processes = self.processes
         # Loud failures (escapes, runaways) re-raised by run() even if caught.
         self.escapes: list[SimfsError] = []
         self.plan = faults or FaultPlan()
@@ -179,6 +186,7 @@ class World:
         self.max_events = max_events
         self._ofd_ids = itertools.count(1)
         self._pids = itertools.count(1000)
+        self._object_serials = itertools.count(1)
         self._names: Counter[str] = Counter()
         self._crashes_scheduled = False
         self._reported: set[Process] = set()
@@ -224,18 +232,25 @@ class World:
         group = ProcessGroup(next(self._pids), self.export,
                              self.random.getrandbits(64))
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
-                                 group, parent=None, daemon=False)
+                                 group, parent=None, daemon=False, native_id=group.pid)
 
     def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
                      daemon: bool) -> Process:
         """A thread started inside ``parent``'s process: same host, same descriptors."""
         return self._add_process(parent.host, target, self._unique_name(name), parent.group,
-                                 parent=parent, daemon=daemon)
+                                 parent=parent, daemon=daemon, native_id=next(self._pids))
 
     def _as_callable(self, target: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> Callable[[], object]:
         if not callable(target):
             raise TypeError(f"spawn needs a callable target, not {target!r}")
+        from ._patch import install
+        from ._patch._registry import simulated
+
+        # A stdlib function passed before the first run() (spawn(h, time.sleep, 3))
+        # was looked up before the routes existed: run its route instead.
+        install()
+        target = simulated(target)
         if inspect.iscoroutinefunction(target):
             from ._patch._trio import run_async
 
@@ -248,9 +263,10 @@ class World:
         return name if count == 1 else f"{name}#{count}"
 
     def _add_process(self, host: Host, call: Callable[[], object], name: str,
-                     group: ProcessGroup, parent: Process | None, daemon: bool) -> Process:
+                     group: ProcessGroup, parent: Process | None, daemon: bool,
+                     native_id: int) -> Process:
         process = Process(self.scheduler, len(self.processes), name, host, call, group,
-                          parent, daemon)
+                          parent, daemon, native_id)
         process.syscalls = Syscalls(self, host, process)
         self.processes.append(process)
         host.processes.append(process)
@@ -418,6 +434,10 @@ class World:
     def _next_ofd_id(self) -> int:
         """A fresh open-file-description id (one per open(), shared by dup()s)."""
         return next(self._ofd_ids)
+
+    def _next_object_serial(self) -> int:
+        """A hash for an object a program keeps in a set (see simfs._patch._threads)."""
+        return next(self._object_serials)
 
     # -- process lifecycle --------------------------------------------------------
 

@@ -34,7 +34,8 @@ def test_help_on_world_tells_a_user_about_the_server_view_and_the_trace():
     assert "check=False" in text and "ProcessFailed" in text
 
 
-@pytest.mark.parametrize("name", ["spawn_thread", "delayed_close", "next_ofd_id", "pid_alive"])
+@pytest.mark.parametrize("name", ["spawn_thread", "delayed_close", "next_ofd_id", "pid_alive",
+                                  "next_object_serial"])
 def test_internal_plumbing_is_not_public_api(name):
     assert not hasattr(simfs.World, name)
 

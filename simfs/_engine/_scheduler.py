@@ -36,6 +36,7 @@ from .._errors import (
     HostCrashed,
     ProcessKilled,
     ProcessNotFinished,
+    RunawaySimulation,
 )
 from ._clock import VirtualClock
 
@@ -59,6 +60,8 @@ _tls = _thread._local()
 
 # Teardown resumes unfinished processes in rounds until all have ended.
 _STOP_ROUNDS: Final = 50
+# How often, per step_timeout, the watchdog samples a running process's progress.
+_SAMPLES: Final = 4
 
 
 def current_process() -> Process | None:
@@ -69,41 +72,67 @@ def current_process() -> Process | None:
 class ProcessGroup:
     """What one simulated OS process shares between its threads.
 
-    The descriptor table, working directory, pid and the owner of its POSIX
-    (lockf) locks belong to the OS process, not to a thread.
+    The descriptor table, working directory, pid, umask and the owner of its
+    POSIX (lockf) locks belong to the OS process, not to a thread.  So do the
+    interpreter's own counters (``threading``'s ``Thread-N`` names, the
+    ``ThreadPoolExecutor-N`` prefix): a real program starts them at 1 in
+    every process, so here each simulated process has its own.
     """
 
-    __slots__ = ("_random", "cwd", "fds", "live_threads", "pid", "rng_seed")
+    __slots__ = ("_counters", "_random", "cwd", "fds", "live_threads", "pid", "rng_seed",
+                 "umask")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
         self.pid = pid
         self.cwd = cwd
+        self.umask = 0o022
         self.fds: dict[int, Any] = {}
         self.live_threads: list[Process] = []
         self.rng_seed = rng_seed
         self._random: random.Random | None = None
+        self._counters: dict[str, int] = {}
 
     def random(self) -> random.Random:
         if self._random is None:
             self._random = random.Random(self.rng_seed)
         return self._random
 
+    def next_number(self, counter: str, first: int) -> int:
+        """The next value of one of this process's interpreter counters."""
+        value = self._counters.get(counter, first)
+        self._counters[counter] = value + 1
+        return value
+
 
 class Process:
     """One simulated process or thread: a callable running on a host.
 
     ``result()`` returns the callable's value or re-raises its exception.
+
+    ``native_id`` is the thread's id as the kernel would number it (the
+    process's pid for its first thread, a fresh number from the world's pid
+    space for each further thread, as Linux allocates tids) and ``ident`` the
+    ``threading.get_ident()`` value; both come from the world, so they repeat
+    with the seed.  ``thread`` is the ``threading.Thread`` the program sees as
+    ``current_thread()``.
     """
 
     __slots__ = ("_baton", "_error", "_joiners", "_value", "_wait_token", "abandoned",
-                 "daemon", "group", "host", "kill", "last_call", "name", "parent", "pid",
-                 "scheduler", "started", "state", "syscalls", "target", "waiting_on", "woken")
+                 "daemon", "group", "host", "ident", "kill", "last_call", "name", "native_id",
+                 "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
+                 "thread", "waiting_on", "woken")
 
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
-                 daemon: bool) -> None:
+                 daemon: bool, native_id: int) -> None:
         self.scheduler = scheduler
         self.pid = pid
+        self.native_id = native_id
+        # Real idents are pthread_t addresses, never below the kernel's
+        # mmap_min_addr (64 KiB); small world-made numbers cannot collide with
+        # a real thread's key in threading._active.
+        self.ident = native_id
+        self.thread: Any = None
         self.name = name
         self.host = host
         self.target = target
@@ -168,11 +197,14 @@ class Scheduler:
     """Owns the virtual clock, the runnable set and the timers."""
 
     def __init__(self, clock: VirtualClock, choose: Callable[[int], int], *,
-                 choose_on_main: bool, step_timeout: float) -> None:
+                 choose_on_main: bool, step_timeout: float, max_events: int) -> None:
         self.clock = clock
         self._choose = choose
         self._choose_on_main = choose_on_main
         self.step_timeout = step_timeout
+        self.max_events = max_events
+        # Every process of the world, for the runaway report (handed down by the world).
+        self.processes: list[Process] = []
         self.choices: list[int] = []
         self.runnable: list[Process] = []
         self.timers: list[tuple[int, int, Any, int]] = []
@@ -201,6 +233,8 @@ class Scheduler:
         """A yield point: the caller stays runnable; someone else may run first."""
         process = self.checkpoint()
         self.progress += 1
+        if self.progress > self.max_events:
+            self._stop_runaway(process)
         if not self.runnable and not (self.timers and self.timers[0][0] <= self.clock.now_ns):
             return
         process.state = RUNNABLE
@@ -210,6 +244,8 @@ class Scheduler:
     def sleep_until(self, when_ns: int) -> None:
         process = self.checkpoint()
         self.progress += 1
+        if self.progress > self.max_events:
+            self._stop_runaway(process)
         if when_ns <= self.clock.now_ns:
             self.yield_now()
             return
@@ -225,6 +261,8 @@ class Scheduler:
         """Park until ``wake()``; True if woken, False if the deadline passed."""
         process = self.checkpoint()
         self.progress += 1
+        if self.progress > self.max_events:
+            self._stop_runaway(process)
         process.state = BLOCKED
         process.woken = False
         process.waiting_on = waiting_on
@@ -235,6 +273,29 @@ class Scheduler:
         self._dispatch(process)
         process.waiting_on = ""
         return process.woken
+
+    def _stop_runaway(self, process: Process) -> None:
+        """Stop the whole run: it passed ``max_events`` scheduling events.
+
+        Counted at every yield, sleep and wait, not per trace event, so a
+        ``while True: time.sleep(1)`` or a timed lock wait in a loop stops
+        too.  The process is not handed the error to catch (a bare ``except``
+        in its loop would keep it spinning); it parks, ``run()`` raises, and
+        teardown unwinds it like every other unfinished process.
+        """
+        active = [p for p in self.processes if p.state not in (DONE, DETACHED)]
+        shown = "; ".join(p.describe() for p in active[:10])
+        if len(active) > 10:
+            shown += f"; and {len(active) - 10} more"
+        self.fatal = RunawaySimulation(
+            f"the run passed max_events={self.max_events} scheduling events (syscalls, "
+            f"sleeps and waits) at {self.clock.now:g} virtual s without finishing; a loop "
+            f"waits for something that never happens? Still active: {shown}. Pass "
+            "run(until=...) to stop at a virtual time, or raise World(max_events=...)")
+        self._hand_on(None, process)
+        process._baton.acquire()
+        if process.kill is not None:
+            raise process.kill
 
     def wake(self, process: Process) -> None:
         """Make a blocked process runnable at the current instant."""
@@ -399,12 +460,24 @@ class Scheduler:
             process = self._pick(on_main=True)
 
     def _wait_for_baton(self) -> None:
-        """Wait for the baton, watching that the running process keeps yielding."""
+        """Wait for the baton, watching that the running process keeps yielding.
+
+        Progress is sampled every quarter of ``step_timeout`` and a process is
+        reported after ``step_timeout`` of real time with none, so the report
+        comes at most a quarter late and states the limit that was applied.
+        (Sampled once per ``step_timeout``, a process that went quiet just
+        after a sample was reported after nearly twice the limit.)
+        """
         timeout = self.step_timeout
         seen = self.progress
-        while not self._main_baton.acquire(timeout=timeout):
+        quiet_samples = 0
+        while not self._main_baton.acquire(timeout=timeout / _SAMPLES):
             if self.progress != seen:
                 seen = self.progress
+                quiet_samples = 0
+                continue
+            quiet_samples += 1
+            if quiet_samples < _SAMPLES:
                 continue
             stuck = self.current
             name, host, last = "?", "?", "none"

@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_UMASK = 0o022
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
@@ -43,7 +42,8 @@ class FileCalls:
     _fds: dict[int, OpenFile]
     _group: ProcessGroup
 
-    def _run(self, op: str, shown: str, effect: Callable[[], T]) -> T:
+    def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None,
+             path2: object = None) -> T:
         raise NotImplementedError
 
     def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
@@ -64,7 +64,7 @@ class FileCalls:
              dir_fd: int | None = None) -> int:
         shown, start, components = self._path(path, dir_fd)
         return self._run("open", shown, lambda: self._open(shown, start, components, flags,
-                                                          mode))
+                                                          mode), path)
 
     def _open(self, shown: str, start: int, components: list[str], flags: int,
               mode: int) -> int:
@@ -85,7 +85,7 @@ class FileCalls:
             parent, name = self._parent(start, components, errno.EISDIR)
             if flags & os.O_CREAT:
                 attrs, created = client.create(parent, name, exclusive=bool(flags & os.O_EXCL),
-                                               mode=mode & ~_UMASK)
+                                               mode=mode & ~self._group.umask)
             else:
                 attrs = client.lookup(parent, name, nfs.OPEN)
         if attrs.is_dir:

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from .._engine._clock import NS_PER_S, seconds_to_ns
-from .._errors import RunawaySimulation, SimulationEscape, errno_name, simulated_oserror
+from .._errors import SimulationEscape, errno_name, simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._server import EXPORT_DEV, Attrs
 from ._dirent import SimDirEntry, SimScandirIterator, stat_result
-from ._fileio import _UMASK, FileCalls, PathArg
+from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
 
 if TYPE_CHECKING:
@@ -29,6 +29,15 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+# The trace's outcome text for each sleep length seen ("1s"): a sleep loop
+# records one event per sleep, and sharing the string keeps each event small.
+_SLEEP_OUTCOMES: dict[float, str] = {}
+
+
+
+def _named(path: object) -> object:
+    """The path an error names: none for a call on a descriptor."""
+    return None if isinstance(path, int) else path
 
 
 def _describe(result: object) -> str:
@@ -68,7 +77,15 @@ class Syscalls(FileCalls):
 
     # -- the shape of every call ---------------------------------------------
 
-    def _run(self, op: str, shown: str, effect: Callable[[], T]) -> T:
+    def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None,
+             path2: object = None) -> T:
+        """One syscall: faults, effect, trace event, yield.
+
+        ``path``/``path2`` are the arguments as the program passed them: an
+        error names them exactly as the real call would (``os.fspath`` of
+        them, not the normalized path the trace shows); a call on a
+        descriptor passes none, and its error names no file, as on Linux.
+        """
         process = self._process
         if process.kill is not None:
             raise process.kill
@@ -81,8 +98,10 @@ class Syscalls(FileCalls):
                 self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
             result = effect()
         except OSError as error:
-            if error.filename is None and shown:
-                error.filename = shown
+            if error.filename is None and path is not None:
+                error.filename = os.fspath(path)  # type: ignore[call-overload]
+                if path2 is not None:
+                    error.filename2 = os.fspath(path2)  # type: ignore[call-overload]
             outcome = errno_name(error.errno) if error.errno is not None else type(error).__name__
             if getattr(error, "simfs_injected", False):
                 outcome += " (injected)"
@@ -109,22 +128,11 @@ class Syscalls(FileCalls):
         trace = self._world.trace
         trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
                      outcome, rpcs)
-        if len(trace) > self._world.max_events:
-            raise self._runaway()
         latency = self._world.rpc_latency_ns
         if rpcs and latency:
             self._scheduler.sleep(len(rpcs) * latency)
         else:
             self._scheduler.yield_now()
-
-    def _runaway(self) -> RunawaySimulation:
-        error = RunawaySimulation(
-            f"the run recorded more than {self._world.max_events} trace events (now at "
-            f"{self._clock.now:g} virtual s; process {self._process.name!r} on host "
-            f"{self._host.name!r} was the last); a loop waits for something that never "
-            "happens? Pass run(until=...) or raise World(max_events=...)")
-        self._world.escapes.append(error)
-        return error
 
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""
@@ -139,9 +147,14 @@ class Syscalls(FileCalls):
         process = self._process
         if process.kill is not None:
             raise process.kill
-        process.last_call = ("sleep", f"{seconds:g}")
+        outcome = _SLEEP_OUTCOMES.get(seconds)
+        if outcome is None:
+            outcome = f"{seconds:g}s"
+            if len(_SLEEP_OUTCOMES) < 4096:
+                _SLEEP_OUTCOMES[seconds] = outcome
+        process.last_call = ("sleep", outcome)
         self._world.trace.record(self._clock.now_ns, self._host.name, process.name, "sleep", "",
-                                 f"{seconds:g}s")
+                                 outcome)
         self._scheduler.sleep(seconds_to_ns(seconds, "sleep length"))
 
     # -- paths ------------------------------------------------------------------
@@ -156,7 +169,11 @@ class Syscalls(FileCalls):
         if isinstance(text, bytes):
             text = os.fsdecode(text)
         if not text:
-            raise simulated_oserror(errno.ENOENT, text)
+            raise simulated_oserror(errno.ENOENT, os.fspath(path))
+        if "\x00" in text:
+            # What os and open raise for a str path (for bytes, os.* prefixes
+            # the function's name; here it reads as open's message).
+            raise ValueError("embedded null byte")
         if dir_fd is not None and not text.startswith("/"):
             base = lookup_fd(self._fds, dir_fd)
             if not base.is_dir:
@@ -210,7 +227,7 @@ class Syscalls(FileCalls):
         def effect() -> os.stat_result:
             return self._stat(self._client.stat_attrs(self._client.walk(start, components)))
 
-        return self._run("stat", shown, effect)
+        return self._run("stat", shown, effect, path)
 
     def fstat(self, fd: int) -> os.stat_result:
         open_file = self._file(fd)
@@ -232,7 +249,7 @@ class Syscalls(FileCalls):
                 return False
             return True
 
-        return self._run("access", shown, effect)
+        return self._run("access", shown, effect, path)
 
     def utime(self, path: PathArg | int, times: tuple[float, float] | None = None, *,
               ns: tuple[int, int] | None = None, dir_fd: int | None = None,
@@ -248,19 +265,19 @@ class Syscalls(FileCalls):
         atime_ns, mtime_ns = ns
         shown, target = self._target(path, dir_fd)
         self._run("utime", shown, lambda: self._set(target(), atime_ns=atime_ns,
-                                                    mtime_ns=mtime_ns))
+                                                    mtime_ns=mtime_ns), _named(path))
 
     def chmod(self, path: PathArg | int, mode: int, *, dir_fd: int | None = None,
               follow_symlinks: bool = True) -> None:
         shown, target = self._target(path, dir_fd)
-        self._run("chmod", shown, lambda: self._set(target(), mode=mode))
+        self._run("chmod", shown, lambda: self._set(target(), mode=mode), _named(path))
 
     def truncate(self, path: PathArg | int, length: int) -> None:
         if isinstance(path, int):
             self.ftruncate(path, length)
             return
         shown, target = self._target(path, None)
-        self._run("truncate", shown, lambda: self._set(target(), size=length))
+        self._run("truncate", shown, lambda: self._set(target(), size=length), path)
 
     def _target(self, path: PathArg | int, dir_fd: int | None) -> tuple[str, Callable[[], int]]:
         """(shown path, a function resolving the file id) for fd-or-path calls."""
@@ -308,7 +325,7 @@ class Syscalls(FileCalls):
             attrs = self._open_target(start, components)
             return self._client.readdir(attrs.fileid, revalidate=False)
 
-        return written, self._run(op, shown, effect)
+        return written, self._run(op, shown, effect, path)
 
     def mkdir(self, path: PathArg, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
         shown, start, components = self._path(path, dir_fd)
@@ -316,9 +333,9 @@ class Syscalls(FileCalls):
         def effect() -> None:
             self._writable_mount()
             parent, name = self._parent(start, components, errno.EEXIST)
-            self._client.mkdir(parent, name, mode & ~_UMASK)
+            self._client.mkdir(parent, name, mode & ~self._group.umask)
 
-        self._run("mkdir", shown, effect)
+        self._run("mkdir", shown, effect, path)
 
     def rmdir(self, path: PathArg, *, dir_fd: int | None = None) -> None:
         shown, start, components = self._path(path, dir_fd)
@@ -328,7 +345,7 @@ class Syscalls(FileCalls):
             parent, name = self._parent(start, components, errno.EBUSY)
             self._client.rmdir(parent, name)
 
-        self._run("rmdir", shown, effect)
+        self._run("rmdir", shown, effect, path)
 
     def unlink(self, path: PathArg, *, dir_fd: int | None = None) -> None:
         shown, start, components = self._path(path, dir_fd)
@@ -338,7 +355,7 @@ class Syscalls(FileCalls):
             parent, name = self._parent(start, components, errno.EISDIR)
             self._client.unlink(parent, name)
 
-        self._run("unlink", shown, effect)
+        self._run("unlink", shown, effect, path)
 
     def rename(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
                dst_dir_fd: int | None = None) -> None:
@@ -351,7 +368,7 @@ class Syscalls(FileCalls):
             to_dir, to_name = self._parent(target_start, target_parts, errno.EBUSY)
             self._client.rename(from_dir, from_name, to_dir, to_name)
 
-        self._run("rename", f"{source_shown} -> {target_shown}", effect)
+        self._run("rename", f"{source_shown} -> {target_shown}", effect, source, target)
 
     def link(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
              dst_dir_fd: int | None = None, follow_symlinks: bool = True) -> None:
@@ -364,7 +381,7 @@ class Syscalls(FileCalls):
             to_dir, to_name = self._parent(target_start, target_parts, errno.EEXIST)
             self._client.link(fileid, to_dir, to_name)
 
-        self._run("link", f"{source_shown} -> {target_shown}", effect)
+        self._run("link", f"{source_shown} -> {target_shown}", effect, source, target)
 
     def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str:
         shown, start, components = self._path(path, dir_fd)
@@ -373,7 +390,7 @@ class Syscalls(FileCalls):
             self._client.walk(start, components)
             raise simulated_oserror(errno.EINVAL)  # the model has no symlinks
 
-        return self._run("readlink", shown, effect)
+        return self._run("readlink", shown, effect, path)
 
     def chdir(self, path: PathArg) -> None:
         shown, start, components = self._path(path)
@@ -383,7 +400,7 @@ class Syscalls(FileCalls):
                 raise simulated_oserror(errno.ENOTDIR)
             self._group.cwd = shown
 
-        self._run("chdir", shown, effect)
+        self._run("chdir", shown, effect, path)
 
     def getcwd(self) -> str:
         return self._group.cwd

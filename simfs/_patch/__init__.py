@@ -35,7 +35,7 @@ _modules_seen = 0
 _KEEP_REAL = frozenset({
     "posix", "nt", "_io", "builtins", "_thread", "_socket", "_random", "sys", "marshal",
     "zipimport", "_frozen_importlib", "_frozen_importlib_external", "importlib._bootstrap",
-    "importlib._bootstrap_external", "faulthandler",
+    "importlib._bootstrap_external", "faulthandler", "datetime", "_datetime", "_pydatetime",
 })
 
 
@@ -47,9 +47,10 @@ def install() -> None:
         for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes, _mmap, _native,
                        _compat, _audit):
             module.install()
-        from . import _trio
+        from . import _asyncio, _trio
 
         _trio.install()
+        _asyncio.install()
     _rebind_aliases()
 
 

@@ -5,6 +5,9 @@
 - ``tempfile`` names come from that seeded stream too.
 - ``socket.gethostname`` is the simulated host's name, so host-unique names
   built from it are as unique as on real machines.
+- ``os.umask`` sets the simulated process's mask (its threads share it),
+  applied to the files and directories it creates; it never changes the
+  real process's umask.
 - ``linecache`` reads real source files with routing off: a traceback
   printed inside the world is not the program's I/O.
 """
@@ -12,6 +15,7 @@
 from __future__ import annotations
 
 import linecache
+import os
 import random
 import socket
 import tempfile
@@ -62,6 +66,21 @@ def install() -> None:
         return real_candidates() if current_process() is None else seeded
 
     patch(tempfile, "_get_candidate_names", get_candidate_names)
+
+    real_umask = os.umask
+
+    def umask(mask: int) -> int:
+        process = current_process()
+        if process is None:
+            return real_umask(mask)
+        if isinstance(mask, bool) or not isinstance(mask, int):
+            raise TypeError(f"'{type(mask).__name__}' object cannot be interpreted as an "
+                            "integer")
+        group = process.group
+        previous, group.umask = group.umask, mask & 0o777
+        return previous
+
+    patch(os, "umask", umask)
 
     real_gethostname = socket.gethostname
 

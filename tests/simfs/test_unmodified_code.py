@@ -153,15 +153,9 @@ def _digest_of(function, *args, seed):
 
 @pytest.mark.parametrize("program, args", [
     (plain.producer_consumer, ()),
-    # Called with the wrong arguments until World.run() reported failed
-    # processes, this case compared two identical TypeErrors.  Run for real it
-    # shows a leak: ThreadPoolExecutor numbers its threads from a module-global
-    # counter, so the second world's threads are named ThreadPoolExecutor-2_k
-    # where the first's were -0_k, and the digests differ.  Strict: when the
-    # routes give each world its own counter this XPASSes and must be unmarked.
-    pytest.param(plain.pool_writes_checkpoints, ("/shared/t", 4), marks=pytest.mark.xfail(
-        strict=True, reason="ThreadPoolExecutor's global thread-name counter leaks "
-        "between worlds")),
+    # ThreadPoolExecutor numbers its threads from a class-level counter; the
+    # routes count them per simulated process, so two worlds agree.
+    (plain.pool_writes_checkpoints, ("/shared/t", 4)),
     (plain.async_wait, ("/shared/t/absent-until-timeout",)),
 ])
 def test_the_same_seed_gives_the_same_digest_for_threads_and_trio(program, args):
@@ -236,9 +230,11 @@ def test_errors_inside_the_world_are_real_oserror_subclasses():
         try:
             os.rmdir("/shared/missing")
         except FileNotFoundError as error:
-            return error.errno, error.filename, "simulated" in error.strerror
+            return error.errno, error.filename, str(error), error.simfs_simulated
 
-    assert _run(rmdir_missing)[1] == (errno.ENOENT, "/shared/missing", True)
+    assert _run(rmdir_missing)[1] == (
+        errno.ENOENT, "/shared/missing", "[Errno 2] No such file or directory: '/shared/missing'",
+        True)
 
 
 def test_trios_scheduling_choices_follow_the_worlds_seed():

@@ -1,0 +1,150 @@
+"""Runs that never end are stopped, loudly and in bounded memory (issue 10, item 5).
+
+``max_events`` counts every scheduling event (a syscall, a sleep, a wait),
+not only trace events: a ``while True: time.sleep(1)`` or a timed lock wait
+in a loop used to run forever, growing the trace (10.9 GB in 300 s).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import trio
+
+from simfs import BlockedOutsideSimulation, ProcessNotFinished, RunawaySimulation, World
+
+
+def _sleep_forever() -> None:
+    while True:
+        time.sleep(1)
+
+
+def test_a_process_sleeping_forever_stops_at_max_events_naming_it_and_its_last_call():
+    world = World(max_events=1000)
+    sleeper = world.spawn(world.host("a"), _sleep_forever, name="sleeper")
+    with pytest.raises(RunawaySimulation) as caught:
+        world.run()
+    message = str(caught.value)
+    assert "max_events=1000 " in message
+    assert "'sleeper' on host 'a'" in message and "last call sleep('1s')" in message
+    assert world.now == 1000.0  # one event per second of sleep
+    assert len(world.trace) <= 1000 + 2  # bounded: the events, the one that tripped, exit
+    assert isinstance(sleeper.exception(), ProcessNotFinished)
+
+
+def test_every_active_process_is_named_in_the_runaway_report():
+    def waiter() -> None:
+        threading.Event().wait()  # blocked for good: active, not runnable
+
+    world = World(max_events=300)
+    world.spawn(world.host("a"), _sleep_forever, name="sleeper")
+    world.spawn(world.host("b"), waiter, name="waiter")
+    with pytest.raises(RunawaySimulation, match=r"'sleeper' on host 'a'.*'waiter' on host 'b' "
+                                                r"\(blocked, waiting on a Lock"):
+        world.run()
+
+
+def _timed_lock_waits() -> None:
+    lock = threading.Lock()
+    lock.acquire()
+    while True:
+        lock.acquire(timeout=1)
+
+
+def _event_waits() -> None:
+    event = threading.Event()
+    while not event.wait(0.5):
+        pass
+
+
+def _trio_sleeps() -> None:
+    async def forever() -> None:
+        while True:
+            await trio.sleep(1)
+
+    trio.run(forever)
+
+
+def _swallowing_sleeps() -> None:
+    while True:
+        try:
+            time.sleep(1)
+        except Exception:  # a loop that ignores every error still stops
+            pass
+
+
+@pytest.mark.parametrize("loop", [_timed_lock_waits, _event_waits, _trio_sleeps,
+                                  _swallowing_sleeps])
+def test_loops_of_timed_waits_count_against_max_events(loop):
+    world = World(max_events=500)
+    process = world.spawn(world.host("a"), loop)
+    with pytest.raises(RunawaySimulation, match="max_events=500 "):
+        world.run()
+    assert isinstance(process.exception(), ProcessNotFinished)
+
+
+def test_a_run_until_a_virtual_time_stops_a_sleeper_without_error():
+    world = World(max_events=1000)
+    world.spawn(world.host("a"), _sleep_forever)
+    world.run(until=100)
+    assert world.now == 100.0
+    world.close()
+
+
+def test_max_events_must_be_a_positive_int():
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(ValueError, match=f"max_events must be an int >= 1, not {bad!r}"):
+            World(max_events=bad)
+
+
+_spin = threading.Event()
+
+
+def _busy_after_a_syscall() -> None:
+    time.sleep(0.1)  # progress just before going quiet: the case once reported late
+    while not _spin.is_set():
+        pass
+
+
+def test_a_busy_loop_is_reported_with_the_step_timeout_that_was_applied():
+    _spin.clear()
+    world = World(step_timeout=0.3)
+    world.spawn(world.host("a"), _busy_after_a_syscall, name="spinner")
+    try:
+        with pytest.raises(BlockedOutsideSimulation,
+                           match=r"'spinner' on host 'a' has not yielded .* for 0.3 s "
+                                 r"of real time \(last simulated call: sleep\('0.1s'\)\)"):
+            world.run()
+    finally:
+        _spin.set()  # let the abandoned thread end
+
+
+_MEASURE = """\
+import resource, time
+from simfs import RunawaySimulation, World
+
+def forever():
+    while True:
+        time.sleep(1)
+
+world = World()
+world.spawn(world.host("a"), forever)
+try:
+    world.run()
+except RunawaySimulation:
+    pass
+print(len(world.trace), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+@pytest.mark.quality
+def test_sleeping_forever_under_the_default_limit_stays_under_half_a_gigabyte():
+    out = subprocess.run([sys.executable, "-c", _MEASURE], capture_output=True, text=True,
+                         check=True, timeout=600).stdout.split()
+    events, peak_kib = int(out[0]), int(out[1])
+    assert events <= 1_000_002
+    assert peak_kib < 512 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"
