@@ -73,11 +73,14 @@ class ProcessGroup:
     (lockf) locks belong to the OS process, not to a thread.
     """
 
-    __slots__ = ("_random", "cwd", "fds", "live_threads", "pid", "rng_seed")
+    __slots__ = ("_random", "cwd", "cwd_id", "fds", "live_threads", "pid", "rng_seed")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
         self.pid = pid
         self.cwd = cwd
+        # The working directory's file handle once chdir set one: relative
+        # paths start from it, and go stale with it (DESIGN §3.5).
+        self.cwd_id: int | None = None
         self.fds: dict[int, Any] = {}
         self.live_threads: list[Process] = []
         self.rng_seed = rng_seed

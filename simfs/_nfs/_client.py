@@ -31,14 +31,36 @@ from __future__ import annotations
 import errno
 from collections import Counter
 from collections.abc import Callable
-from typing import Final, TypeVar
+from typing import Final, NamedTuple, TypeVar
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
+from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
 from ._mount import MountOptions
+from ._pagecache import PAGE_SIZE, FileCache, PageCacheOps, Writeback
 from ._server import Attrs, Server
 
 T = TypeVar("T")
+
+# A path component no name can equal: "search the start directory, then go
+# to the export root" (a relative path that climbs out of the cwd with "..").
+UP_FROM_START: Final = "/"
+
+# What a cached dentry lets a lookup do (``NfsClient.verdict``).
+ASK: Final = "ask"                # send a LOOKUP
+REVALIDATE: Final = "revalidate"  # GETATTR the directory first, then decide
+NEGATIVE: Final = "negative"      # ENOENT from cache
+POSITIVE: Final = "positive"      # the cached file id
+
+
+class Verdict(NamedTuple):
+    """A lookup's decision from cache: what it does, on what, why, until when."""
+
+    kind: str
+    fileid: int | None
+    reason: str
+    until_ns: int | None = None
+
 
 # Lookup intents, after the kernel's LOOKUP_* flags.
 OPEN: Final = 1
@@ -65,35 +87,36 @@ class CachedAttrs:
         self.listing_change = -1
 
 
-class Pages:
-    """A file's page cache on this host: the whole file image, maybe dirty."""
-
-    __slots__ = ("change", "data", "dirty")
-
-    def __init__(self, data: bytearray, change: int) -> None:
-        self.data = data
-        self.change = change
-        self.dirty = False
-
-
 def _enoent() -> OSError:
     return simulated_oserror(errno.ENOENT)
 
 
-class NfsClient:
+# A CachedAttrs.read_ns that no timeout reaches: the attributes are marked
+# invalid (NFS_INO_INVALID_CHANGE) and the next use sends a GETATTR.
+_INVALID_NS: Final = -(1 << 62)
+
+
+class NfsClient(PageCacheOps):
     """The client state of one host's mount of the export."""
 
-    def __init__(self, server: Server, clock: VirtualClock, options: MountOptions) -> None:
+    def __init__(self, server: Server, clock: VirtualClock, options: MountOptions,
+                 kernel: KernelProfile | None = None) -> None:
         self.server = server
         self.clock = clock
         self.options = options
+        self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
         self.rpcs: Counter[str] = Counter()
         self.call_rpcs: list[str] = []
         self.attrs: dict[int, CachedAttrs] = {}
         # dir fileid -> name -> (fileid or None for a negative entry, verifier)
         self.dentries: dict[int, dict[str, tuple[int | None, int]]] = {}
         self.access: dict[int, int] = {}
-        self.pages: dict[int, Pages] = {}
+        self.files: dict[int, FileCache] = {}
+        self.writers: dict[int, int] = {}
+        self.writeback: Writeback | None = None
+        # Inodes the server answered ESTALE for (NFS_INO_STALE): every later
+        # use fails at once, without an RPC (``nfs_set_inode_stale``).
+        self.stale: set[int] = set()
         self.open_count: dict[int, int] = {}
         self.silly: dict[int, tuple[int, str]] = {}
         self.silly_counter = 0
@@ -125,59 +148,111 @@ class NfsClient:
             if attrs.is_dir:
                 cached.verifier += 1
                 cached.listing = None
-            else:
-                pages = self.pages.get(fileid)
-                if pages is not None and not pages.dirty:
-                    del self.pages[fileid]
+            elif not self.writers.get(fileid):
+                # nfs_update_inode: NFS_INO_INVALID_DATA, unless this host
+                # has writers (the change could be its own writeback).
+                cache = self.files.get(fileid)
+                if cache is not None:
+                    cache.invalid = True
         else:
             if not cached.stamp_ns <= now < cached.stamp_ns + cached.timeo_ns:
                 cached.timeo_ns = min(max(cached.timeo_ns * 2, low), high)
             cached.stamp_ns = now
         cached.attrs = attrs
         cached.read_ns = now
+        cache = self.files.get(fileid)
+        if cache is not None and attrs.size != cache.size and (not cache.dirty
+                                                               or attrs.size > cache.size):
+            # nfs_update_inode: the size follows the server's unless writes
+            # are pending and the server's is smaller.
+            cache.size = attrs.size
 
     def _forget(self, fileid: int) -> None:
         self.attrs.pop(fileid, None)
         self.dentries.pop(fileid, None)
-        self.pages.pop(fileid, None)
+        self.files.pop(fileid, None)
+
+    def _server_error(self, fileid: int, error: OSError) -> None:
+        """An RPC on ``fileid`` failed: forget it, and remember a stale handle."""
+        self._forget(fileid)
+        if error.errno == errno.ESTALE:
+            self.stale.add(fileid)
+            self.access.pop(fileid, None)
 
     def getattr(self, fileid: int, *, force: bool = False) -> Attrs:
-        """Cached attributes while valid, else a GETATTR (``nfs_revalidate_inode``)."""
+        """Cached attributes while valid, else a GETATTR (``nfs_revalidate_inode``).
+
+        Raises:
+            OSError: ESTALE, at once and without an RPC, for an inode the
+                server already called stale (``__nfs_revalidate_inode``
+                checks ``NFS_STALE`` first).
+        """
         cached = self.attrs.get(fileid)
         if (cached is not None and not force
                 and self.clock.now_ns - cached.read_ns < cached.timeo_ns):
             return cached.attrs
+        if fileid in self.stale:
+            raise simulated_oserror(errno.ESTALE)
         self._rpc("GETATTR")
         try:
             attrs = self.server.getattr(fileid)
-        except OSError:
-            self._forget(fileid)
+        except OSError as error:
+            self._server_error(fileid, error)
             raise
         self._update(fileid, attrs)
         return attrs
 
+    def invalidate_attrs(self, fileid: int) -> None:
+        """Mark cached attributes invalid: the next use sends a GETATTR."""
+        cached = self.attrs.get(fileid)
+        if cached is not None:
+            cached.read_ns = _INVALID_NS
+
+    def _cached_size(self, fileid: int) -> int:
+        cached = self.attrs.get(fileid)
+        return cached.attrs.size if cached is not None else self.getattr(fileid).size
+
+    def _own_write(self, fileid: int) -> None:
+        """Take the post-op attributes of this host's own WRITE."""
+        self._update(fileid, self.server.getattr(fileid), own_change=True)
+
+    def _background_flush(self, fileid: int, rpcs: list[str]) -> None:
+        """A writeback the client starts on its own: its RPCs go to ``rpcs``."""
+        saved, self.call_rpcs = self.call_rpcs, rpcs
+        try:
+            self.flush(fileid)
+        except OSError:
+            pass  # the file is gone on the server; the data has nowhere to go
+        finally:
+            self.call_rpcs = saved
+
     def _check_access(self, attrs: Attrs) -> None:
         """ACCESS once per inode, again after a mode change or a foreign change
-        (``nfs_do_access``; the access cache is dropped with the attributes)."""
-        if self.access.get(attrs.fileid) != attrs.mode:
+        (``nfs_do_access``; the access cache is dropped with the attributes).
+
+        Raises:
+            OSError: ESTALE for a stale inode, or from the ACCESS call.
+        """
+        fileid = attrs.fileid
+        if self.access.get(fileid) != attrs.mode:
+            if fileid in self.stale:
+                raise simulated_oserror(errno.ESTALE)
             self._rpc("ACCESS")
-            self.access[attrs.fileid] = attrs.mode
+            try:
+                self.server.getattr(fileid)
+            except OSError as error:
+                self._server_error(fileid, error)
+                raise
+            self.access[fileid] = attrs.mode
 
     # -- dentries ---------------------------------------------------------------
 
-    def _verifier_ok(self, dir_id: int, verifier: int) -> bool:
-        """``nfs_check_verifier``: revalidates an expired parent before trusting."""
-        if self.options.lookupcache == "none":
-            return False
-        cached = self.attrs.get(dir_id)
-        if cached is None or cached.verifier != verifier:
-            return False
-        self.getattr(dir_id)  # a GETATTR if the parent's attributes expired
-        return cached.verifier == verifier
-
-    def _set_dentry(self, dir_id: int, name: str, fileid: int | None) -> None:
-        cached = self.attrs.get(dir_id)
-        verifier = cached.verifier if cached is not None else -1
+    def _set_dentry(self, dir_id: int, name: str, fileid: int | None,
+                    verifier: int | None = None) -> None:
+        """``nfs_set_verifier``: ``verifier`` defaults to the directory's current one."""
+        if verifier is None:
+            cached = self.attrs.get(dir_id)
+            verifier = cached.verifier if cached is not None else -1
         entries = self.dentries.get(dir_id)
         if entries is None:
             entries = self.dentries[dir_id] = {}
@@ -187,6 +262,64 @@ class NfsClient:
         entries = self.dentries.get(dir_id)
         return None if entries is None else entries.get(name)
 
+    def verdict(self, dir_id: int, name: str, intent: int = 0, *,
+                parent_fresh: bool = False) -> Verdict:
+        """What ``lookup`` would do for ``name`` now, from the caches alone, and why.
+
+        This is the single place the trust rules live (``nfs_lookup_revalidate``
+        -> ``nfs_neg_need_reval`` / ``nfs_check_verifier``): ``lookup`` acts on
+        it, and ``Host.belief`` reports it, so the two cannot disagree.
+        """
+        options = self.options
+        dentry = self._cached_dentry(dir_id, name)
+        if dentry is None:
+            return Verdict(ASK, None, "nothing is cached for the name; the next lookup "
+                           "asks the server (LOOKUP)")
+        fileid, verifier = dentry
+        if fileid is None:
+            if intent & CREATE:
+                # nfs_neg_need_reval: a create trusts a negative entry and
+                # lets the CREATE settle it.
+                return Verdict(NEGATIVE, None, "a create trusts a negative entry")
+            if options.lookupcache != "all":
+                return Verdict(ASK, None, f"lookupcache={options.lookupcache} never trusts a "
+                               "negative entry; the next lookup asks the server (LOOKUP)")
+        elif intent & EXCL:
+            return Verdict(ASK, fileid, "an exclusive create looks the name up afresh")
+        if options.lookupcache == "none":
+            return Verdict(ASK, fileid, "lookupcache=none trusts no entry; the next lookup "
+                           "asks the server (LOOKUP)")
+        cached = self.attrs.get(dir_id)
+        if cached is None or cached.verifier != verifier:
+            return Verdict(ASK, fileid, "the entry predates a change seen in its directory "
+                           "(or the reply that made it showed one); the next lookup asks "
+                           "the server (LOOKUP)")
+        until = cached.read_ns + cached.timeo_ns
+        if not parent_fresh and self.clock.now_ns >= until:
+            return Verdict(REVALIDATE, fileid, "the directory's cached attributes expired; the "
+                           "next lookup revalidates it (GETATTR) and keeps the entry only if "
+                           "it is unchanged")
+        option = self._timeout_option(cached.timeo_ns, True)
+        kind = NEGATIVE if fileid is None else POSITIVE
+        what = "negative" if fileid is None else "positive"
+        return Verdict(kind, fileid, f"{what} dentry, trusted while the directory's cached "
+                       f"attributes are valid ({option})", until)
+
+    def _timeout_option(self, timeo_ns: int, is_dir: bool) -> str:
+        """Which mount option sets a cache lifetime, for explanations."""
+        options = self.options
+        if options.noac:
+            return "noac"
+        low, high = ((options.acdirmin, options.acdirmax) if is_dir
+                     else (options.acregmin, options.acregmax))
+        prefix = "acdir" if is_dir else "acreg"
+        seconds = timeo_ns / 1_000_000_000
+        if seconds <= low:
+            return f"{prefix}min={low}"
+        if seconds >= high:
+            return f"{prefix}max={high}"
+        return f"{seconds:g} s, doubled from {prefix}min={low} while unchanged"
+
     def lookup(self, dir_id: int, name: str, intent: int = 0) -> Attrs:
         """Resolve one name in a directory, from cache or with a LOOKUP.
 
@@ -194,43 +327,56 @@ class NfsClient:
             FileNotFoundError: the name is absent, or a trusted negative
                 dentry says so without asking the server.
         """
-        dentry = self._cached_dentry(dir_id, name)
-        if dentry is not None:
-            fileid, verifier = dentry
-            if fileid is None:
-                if self._negative_trusted(dir_id, verifier, intent):
-                    raise _enoent()
-            elif not intent & EXCL and self._verifier_ok(dir_id, verifier):
-                try:
-                    force = bool(intent & OPEN) and self.options.cto
-                    return self.getattr(fileid, force=force)
-                except OSError as error:
-                    if error.errno != errno.ESTALE:
-                        raise
-                    # The file went away on the server: look the name up afresh.
+        verdict = self.verdict(dir_id, name, intent)
+        if verdict.kind == REVALIDATE:
+            self.getattr(dir_id)  # the GETATTR; a change bumps the verifier
+            verdict = self.verdict(dir_id, name, intent, parent_fresh=True)
+        if verdict.kind == NEGATIVE:
+            raise _enoent()
+        if verdict.kind == POSITIVE and verdict.fileid is not None:
+            try:
+                force = bool(intent & OPEN) and self.options.cto
+                return self.getattr(verdict.fileid, force=force)
+            except OSError as error:
+                if error.errno != errno.ESTALE:
+                    raise
+                # The file went away on the server: look the name up afresh.
         return self._lookup_rpc(dir_id, name)
 
-    def _negative_trusted(self, dir_id: int, verifier: int, intent: int) -> bool:
-        if intent & CREATE:
-            return True
-        if self.options.lookupcache != "all":
-            return False
-        return self._verifier_ok(dir_id, verifier)
-
     def _lookup_rpc(self, dir_id: int, name: str) -> Attrs:
+        """LOOKUP, and a dentry stamped with the directory's verifier from *before* it.
+
+        ``nfs_lookup`` saves ``nfs_save_change_attribute(dir)`` before the
+        call; the reply's post-op directory attributes may then show a change
+        (another host's), which bumps the directory's verifier
+        (``nfs_update_inode`` -> ``nfs_force_lookup_revalidate``), so the new
+        dentry never verifies: the next walk through it LOOKUPs again, and
+        that reply refreshes the child's attributes.  This is why a negative
+        entry made in a directory another host just created is not trusted
+        (DESIGN §3.5, measured): the walk re-LOOKUPs the directory, sees it
+        changed, and distrusts its negative entries.
+        """
+        if dir_id in self.stale:
+            raise simulated_oserror(errno.ESTALE)
+        cached = self.attrs.get(dir_id)
+        verifier = cached.verifier if cached is not None else -1
         self._rpc("LOOKUP")
         try:
             found = self.server.lookup(dir_id, name)
-        except OSError:
-            self._forget(dir_id)
+        except OSError as error:
+            self._server_error(dir_id, error)
             raise
         # The reply carries the directory's post-op attributes.
         self._update(dir_id, self.server.getattr(dir_id))
+        if cached is None:
+            cached = self.attrs.get(dir_id)
+            verifier = cached.verifier if cached is not None else -1
         if found is None:
-            self._set_dentry(dir_id, name, None)
+            self._set_dentry(dir_id, name, None, verifier)
             raise _enoent()
+        self.stale.discard(found.fileid)
         self._update(found.fileid, found)
-        self._set_dentry(dir_id, name, found.fileid)
+        self._set_dentry(dir_id, name, found.fileid, verifier)
         return found
 
     def lookup_if_cached(self, dir_id: int, name: str, intent: int) -> Attrs | None:
@@ -248,8 +394,17 @@ class NfsClient:
             return None
 
     def walk(self, start: int, components: list[str]) -> Attrs:
-        """Resolve directories one by one; every one must be searchable."""
+        """Resolve directories one by one; every one must be searchable.
+
+        A leading ``UP_FROM_START`` searches ``start`` (a working directory)
+        first, then resolves the rest from the export root: ``..`` from a
+        directory another host removed is ESTALE (DESIGN §3.5, measured).
+        """
         attrs = self.getattr(start)
+        if components and components[0] == UP_FROM_START:
+            self._check_access(attrs)
+            attrs = self.getattr(self.root)
+            components = components[1:]
         for name in components:
             if not attrs.is_dir:
                 raise simulated_oserror(errno.ENOTDIR)
@@ -262,7 +417,16 @@ class NfsClient:
     def _dir_op(self, dir_ids: tuple[int, ...], operation: Callable[[], T]) -> T:
         """Run one modifying RPC and take its weak-cache-consistency reply."""
         server = self.server
-        before = {d: server.getattr(d).change for d in dir_ids}
+        for dir_id in dir_ids:
+            if dir_id in self.stale:
+                raise simulated_oserror(errno.ESTALE)
+        try:
+            before = {d: server.getattr(d).change for d in dir_ids}
+        except OSError as error:
+            for dir_id in dir_ids:
+                if dir_id not in server.inodes:
+                    self._server_error(dir_id, error)
+            raise
         try:
             return operation()
         finally:
@@ -349,6 +513,11 @@ class NfsClient:
         self._set_dentry(dir_id, name, None)
         self._set_dentry(dir_id, silly, fileid)
         self.silly[fileid] = (dir_id, silly)
+        # nfs_sillyrename marks the renamed inode's attributes invalid
+        # (NFS_INO_INVALID_CHANGE | NFS_INO_REVAL_FORCED): the holder's next
+        # fstat or read asks the server, and gets ESTALE once another host
+        # removed the .nfs file (DESIGN §3.5 "Stale handles", measured).
+        self.invalidate_attrs(fileid)
         return silly
 
     def rmdir(self, dir_id: int, name: str) -> None:
@@ -409,83 +578,67 @@ class NfsClient:
         cached.listing_change = attrs.change
         return listing
 
-    # -- file data --------------------------------------------------------------
+    # -- file data (the page cache itself is _pagecache.PageCacheOps) -----------
 
-    def open_file(self, attrs: Attrs, *, created: bool) -> None:
+    def open_file(self, attrs: Attrs, *, created: bool, writable: bool = False,
+                  label: str = "") -> None:
         """Count an open on this host; a file this open created needs no ACCESS."""
         if not created:
             self._check_access(attrs)
-        self.open_count[attrs.fileid] = self.open_count.get(attrs.fileid, 0) + 1
-
-    def read_pages(self, fileid: int) -> Pages:
-        """The page cache, refilled with a READ after a change or when empty."""
-        self.getattr(fileid)
-        pages = self.pages.get(fileid)
-        if pages is None:
-            self._rpc("READ")
-            data = self.server.read(fileid)
-            pages = self.pages[fileid] = Pages(bytearray(data), self.attrs[fileid].attrs.change)
-        return pages
-
-    def write_pages(self, fileid: int) -> Pages:
-        """Pages to write into; the current image is loaded without a READ.
-
-        Real clients write whole pages without reading them first; this model
-        keeps one image per file, so it loads the image silently.
-        """
-        pages = self.pages.get(fileid)
-        if pages is None:
-            data = self.server.read(fileid)
-            change = self.server.getattr(fileid).change
-            pages = self.pages[fileid] = Pages(bytearray(data), change)
-        pages.dirty = True
-        return pages
-
-    def size(self, fileid: int) -> int:
-        """The size this host sees: its page cache (its own writes), else the attributes."""
-        pages = self.pages.get(fileid)
-        return len(pages.data) if pages is not None else self.getattr(fileid).size
+        fileid = attrs.fileid
+        self.open_count[fileid] = self.open_count.get(fileid, 0) + 1
+        if writable:
+            self.writers[fileid] = self.writers.get(fileid, 0) + 1
+        if not attrs.is_dir:
+            self.file_cache(fileid, label)
 
     def lose_memory(self) -> None:
         """A crash: the page cache, unflushed writes included, is gone."""
-        self.pages.clear()
+        self.files.clear()
 
     def stat_attrs(self, attrs: Attrs) -> Attrs:
-        """The attributes a stat reports: ``nfs_getattr`` flushes this host's
-        cached pages first, so that size and mtime are right."""
-        if attrs.is_dir or attrs.fileid not in self.pages:
+        """The attributes a stat reports: ``nfs_getattr`` writes this host's
+        dirty pages back first, so that size and mtime are right."""
+        cache = None if attrs.is_dir else self.files.get(attrs.fileid)
+        if cache is None or not cache.dirty:
             return attrs
         self.flush(attrs.fileid)
         return self.getattr(attrs.fileid)
 
-    def flush(self, fileid: int) -> None:
-        """WRITE and COMMIT dirty pages (close, fsync, or a stat of this file)."""
-        pages = self.pages.get(fileid)
-        if pages is None or not pages.dirty:
-            return
-        self._rpc("WRITE")
-        self._rpc("COMMIT")
-        attrs = self.server.write(fileid, pages.data)
-        pages.dirty = False
-        pages.change = attrs.change
-        self._update(fileid, attrs, own_change=True)
-
     def setattr(self, fileid: int, **changes: int | None) -> Attrs:
+        """SETATTR; a size change writes dirty pages back first (``nfs_setattr``)
+        and cuts the cache to the new size (``nfs_vmtruncate``)."""
+        if fileid in self.stale:
+            raise simulated_oserror(errno.ESTALE)
+        size = changes.get("size")
+        if size is not None:
+            self.flush(fileid)
         self._rpc("SETATTR")
-        pages = self.pages.get(fileid)
-        if pages is not None and changes.get("size") is not None:
-            size = changes["size"]
-            assert size is not None
-            del pages.data[size:]
-            pages.data.extend(b"\0" * (size - len(pages.data)))
-        attrs = self.server.setattr(fileid, **changes)
+        try:
+            attrs = self.server.setattr(fileid, **changes)
+        except OSError as error:
+            self._server_error(fileid, error)
+            raise
         self._update(fileid, attrs, own_change=True)
-        if pages is not None:
-            pages.change = attrs.change
+        cache = self.files.get(fileid)
+        if cache is not None and size is not None:
+            cache.size = size
+            keep = -(-size // PAGE_SIZE)
+            for index in [i for i in cache.pages if i >= keep]:
+                del cache.pages[index]
+            tail = size % PAGE_SIZE
+            if tail and keep - 1 in cache.pages:
+                cache.pages[keep - 1].data[tail:] = bytes(PAGE_SIZE - tail)
         return attrs
 
-    def release(self, fileid: int) -> None:
+    def release(self, fileid: int, *, writable: bool = False) -> None:
         """The last close on this host removes a silly-renamed file."""
+        if writable:
+            writers = self.writers.get(fileid, 0) - 1
+            if writers > 0:
+                self.writers[fileid] = writers
+            else:
+                self.writers.pop(fileid, None)
         count = self.open_count.get(fileid, 0) - 1
         if count > 0:
             self.open_count[fileid] = count
