@@ -310,7 +310,8 @@ class World:
         """Every host's belief about ``path`` beside the server's truth, one line each."""
         truth = "present" if self.server.exists(path) else "absent"
         lines = [f"{path} at {self.now:.3f} s: server says {truth}"]
-        lines.extend("  " + host.belief(path).format() for host in self.hosts.values())
+        lines.extend(f"  {host.belief(path).format()} [kernel {host.kernel.release}]"
+                     for host in self.hosts.values())
         return "\n".join(lines)
 
     def close(self) -> None:
