@@ -51,7 +51,7 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
     attributes) the belief is "unknown": the answer is the server's, not the
     cache's.
     """
-    from ._client import NEGATIVE, POSITIVE
+    from ._lookup import NEGATIVE, NO_NEGATIVE, REASONS
 
     components = [] if path == export else path[len(export) + 1:].split("/")
     directory, walked = client.root, export
@@ -84,20 +84,24 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
         # every access to a live directory, and a stale one is caught above.
         verdict = client.verdict(directory, name)
         where = f"for {name!r} in {walked}"
-        if verdict.kind == NEGATIVE:
-            assert verdict.until_ns is not None
-            end = verdict.until_ns if until_ns is None else min(until_ns, verdict.until_ns)
-            reason = verdict.reason.replace("dentry,", f"dentry {where},", 1)
-            return Belief(host, path, "absent", reason, _seconds(end))
-        if verdict.kind != POSITIVE or verdict.fileid is None:
-            return Belief(host, path, "unknown", f"{where}: {verdict.reason}", None)
-        assert verdict.until_ns is not None
-        until_ns = verdict.until_ns if until_ns is None else min(until_ns, verdict.until_ns)
+        if verdict == NEGATIVE:
+            option = client._timeout_option(cached.timeo_ns, True)
+            expires = cached.read_ns + cached.timeo_ns
+            end = expires if until_ns is None else min(until_ns, expires)
+            return Belief(host, path, "absent", f"negative dentry {where}, trusted while "
+                          f"{walked}'s cached attributes are valid ({option})", _seconds(end))
+        if not isinstance(verdict, int):
+            reason = REASONS[verdict]
+            if verdict == NO_NEGATIVE:
+                reason = f"lookupcache={client.options.lookupcache} {reason}"
+            return Belief(host, path, "unknown", f"{where}: {reason}", None)
+        expires = cached.read_ns + cached.timeo_ns
+        until_ns = expires if until_ns is None else min(until_ns, expires)
         walked = f"{walked}/{name}"
-        why = attrs_valid(verdict.fileid, walked)
+        why = attrs_valid(verdict, walked)
         if why is not None:
             return Belief(host, path, "unknown", why, None)
-        directory = verdict.fileid
+        directory = verdict
     return Belief(host, path, "present", f"positive dentries down to {path}, trusted while "
                   "their directories' cached attributes are valid, and its own cached "
                   "attributes", _seconds(until_ns))
