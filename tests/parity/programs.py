@@ -342,3 +342,14 @@ def wait_flock(root: str, relative: str, after: float) -> float:
     granted = time.time()
     os.close(fd)
     return granted
+
+
+def read_then_patch(root: str, relative: str, patch_at: float, close_at: float) -> None:
+    """O_RDWR: read the first page, then overwrite its first 10 bytes; close late."""
+    start = time.monotonic()
+    fd = os.open(Path(root) / relative, os.O_RDWR)
+    os.pread(fd, 10, 0)
+    time.sleep(max(0.0, patch_at - (time.monotonic() - start)))
+    os.pwrite(fd, b"A" * 10, 0)
+    time.sleep(max(0.0, close_at - (time.monotonic() - start)))
+    os.close(fd)

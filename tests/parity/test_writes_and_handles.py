@@ -55,6 +55,18 @@ def test_a_patch_after_a_reopen_leaves_the_other_hosts_bytes_in_the_page(cluster
     assert data == b"A" * 10 + bytes(90) + b"B" * 10 + bytes(PAGE - 110)
 
 
+def test_a_patch_to_a_page_read_in_the_same_open_rewrites_the_whole_page(cluster):
+    # Prediction (fs/nfs/write.c nfs_can_extend_write): no locks held and the
+    # page up to date (a read it), so a's 10-byte write is extended to the
+    # whole page and a's later close puts back its old copy of b's bytes.
+    base = _setup(cluster, "extend-read")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", bytes(PAGE))))
+    cluster.run(("a", programs.read_then_patch, (f"{base}/f", 1.0, 3.0)),
+                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 0.5, 2.0)))
+    data = cluster.run(("grow", programs.read_file, (f"{base}/f",)))[0]
+    assert data == b"A" * 10 + bytes(PAGE - 10)
+
+
 def test_unclosed_writes_reach_the_other_host_before_the_close(cluster):
     # DESIGN §3.5: visible 0.6 s to 31 s after the write, never only at close.
     base = _setup(cluster, "writeback")
