@@ -19,11 +19,7 @@ The rules, with the kernel functions they follow:
   the descriptor is O_SYNC/O_DSYNC, the data cache is invalid, or this host
   holds locks on the file other than one whole-file write lock.  This is
   how a writer whose cached size is past another host's records writes its
-  zeros over them (the NUL runs of cross-host O_APPEND, measured).  A page
-  this host has written back is not extended again (measured in the VM,
-  Linux 6.1: a host that wrote a page, closed, reopened and patched 10
-  bytes of it WRITEs only those 10, and another host's bytes in the page
-  survive; the kernel path that withholds the extension is not pinned down).
+  zeros over them (the NUL runs of cross-host O_APPEND, measured).
 - ``nfs_try_to_update_request``: a write not contiguous with the page's
   dirty range flushes that range first.
 - ``nfs_update_inode`` (fs/nfs/inode.c): the cached size follows the
@@ -59,16 +55,14 @@ LOCKS_OTHER: Final = "byte-range or read locks"
 
 
 class Page:
-    """One cached page: its bytes, whether they are all known, its dirty range,
-    and whether it was written back since it was last read or filled."""
+    """One cached page: its bytes, whether they are all known, its dirty range."""
 
-    __slots__ = ("data", "dirty", "flushed", "uptodate")
+    __slots__ = ("data", "dirty", "uptodate")
 
     def __init__(self) -> None:
         self.data = bytearray(PAGE_SIZE)
         self.uptodate = False
         self.dirty: tuple[int, int] | None = None
-        self.flushed = False
 
 
 class FileCache:
@@ -207,7 +201,6 @@ class PageCacheOps:
                     chunk = data[position * PAGE_SIZE:(position + 1) * PAGE_SIZE]
                     page.data[:] = chunk.ljust(PAGE_SIZE, b"\0")
                     page.uptodate = True
-                    page.flushed = False
             run = [index]
 
     # -- read and write ---------------------------------------------------------
@@ -260,8 +253,8 @@ class PageCacheOps:
                 else:
                     page.data[page_length:] = bytes(PAGE_SIZE - page_length)
             low, high = start, end
-            if (not sync and page.uptodate and not page.flushed
-                    and not (cache.invalid and page_length) and locks != LOCKS_OTHER):
+            if (not sync and page.uptodate and not (cache.invalid and page_length)
+                    and locks != LOCKS_OTHER):
                 low, high = 0, max(end, page_length)  # nfs_can_extend_write
             if page.dirty is not None:
                 old_low, old_high = page.dirty
@@ -327,7 +320,6 @@ class PageCacheOps:
             else:
                 runs.append((start, bytearray(chunk)))
             page.dirty = None
-            page.flushed = True
             cache.dirty.discard(index)
         for start, data in runs:
             self._rpc("WRITE")
