@@ -34,6 +34,7 @@ from ._errors import (
 )
 from ._nfs._beliefs import Belief
 from ._nfs._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostCrash
+from ._nfs._kernels import UnknownKernel
 from ._nfs._mount import MountOptions
 from ._nfs._server import Attrs
 from ._report import BeliefRecorder, Timeline, render_html
@@ -67,6 +68,7 @@ __all__ = [
     "Timeline",
     "Trace",
     "TraceEvent",
+    "UnknownKernel",
     "World",
     "current_process",
     "render_html",

@@ -30,8 +30,10 @@ from ._errors import (
 from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
 from ._nfs._faults import FaultPlan, FaultState
+from ._nfs._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
 from ._nfs._locks import LockTable
 from ._nfs._mount import MountOptions
+from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
 from ._nfs._server import Server
 from ._nfs._serverview import ServerView
 from ._os._fileio import release_file
@@ -44,17 +46,27 @@ Chooser = Callable[[int], int]
 class Host:
     """One machine with its own NFS client (``nosharecache``: its own caches)."""
 
-    def __init__(self, world: World, name: str, options: MountOptions, mount: str) -> None:
+    def __init__(self, world: World, name: str, options: MountOptions, mount: str,
+                 kernel: KernelProfile | None = None) -> None:
         self.world = world
         self.name = name
         self.options = options
         self.mount = mount
-        self.client = NfsClient(world.server_state, world.clock, options)
+        self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
+        self.client = NfsClient(world.server_state, world.clock, options, self.kernel)
         self.crashed = False
         self.processes: list[Process] = []
+        # The client's own writeback (DESIGN §3.5 "Writes"): delays drawn from
+        # a generator seeded by the world's seed and this host's name.
+        queue = world.__dict__.setdefault("writeback_queue", WritebackQueue())
+        self.client.writeback = Writeback(
+            queue, world.clock, seeded_delay(world.seed, name, self.kernel.writeback_range_s),
+            lambda label, due, rpcs: world.trace.record(
+                world.clock.now_ns, name, "-", "writeback", label, f"due {due:.3f} s", rpcs))
+        self.client.writeback.alive = lambda: not self.crashed
 
     def __repr__(self) -> str:
-        return f"<Host {self.name!r} mount={self.mount!r}>"
+        return f"<Host {self.name!r} mount={self.mount!r} kernel={self.kernel.release!r}>"
 
     def rpc_counts(self) -> Counter[str]:
         """RPCs this host's client has sent, by procedure, e.g. ``{"GETATTR": 3}``."""
@@ -194,18 +206,26 @@ class World:
 
     # -- building ---------------------------------------------------------------
 
-    def host(self, name: str, mount: str = "vers=3") -> Host:
+    def host(self, name: str, mount: str = "vers=3", kernel: str = DEFAULT_KERNEL) -> Host:
         """Add a host that mounts the export with nfs(5) ``mount`` options.
+
+        Args:
+            name: the host's name in traces and beliefs.
+            mount: nfs(5) options, e.g. ``"vers=3,acdirmin=3"``.
+            kernel: the client kernel release whose measured behaviour the
+                host follows where releases differ (``"6.1"``, ``"6.12"``).
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
+            UnknownKernel: ``kernel`` is not a release simfs has measured.
             ValueError: the name is empty or already taken.
         """
+        profile = kernel_profile(kernel)
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"host name must be a non-empty word, not {name!r}")
         if name in self.hosts:
             raise ValueError(f"host {name!r} already exists; hosts: {', '.join(self.hosts)}")
-        host = Host(self, name, MountOptions.parse(mount), mount)
+        host = Host(self, name, MountOptions.parse(mount), mount, profile)
         self.hosts[name] = host
         return host
 
@@ -370,7 +390,8 @@ class World:
         """Every host's belief about ``path`` beside the server's truth, one line each."""
         truth = "present" if self.server.exists(path) else "absent"
         lines = [f"{path} at {self.now:.3f} s: server says {truth}"]
-        lines.extend("  " + host.belief(path).format() for host in self.hosts.values())
+        lines.extend(f"  {host.belief(path).format()} [kernel {host.kernel.release}]"
+                     for host in self.hosts.values())
         return "\n".join(lines)
 
     def close(self) -> None:

@@ -79,13 +79,16 @@ class ProcessGroup:
     every process, so here each simulated process has its own.
     """
 
-    __slots__ = ("_counters", "_random", "cwd", "fds", "live_threads", "pid", "rng_seed",
-                 "umask")
+    __slots__ = ("_counters", "_random", "cwd", "cwd_id", "fds", "live_threads", "pid",
+                 "rng_seed", "umask")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
         self.pid = pid
         self.cwd = cwd
         self.umask = 0o022
+        # The working directory's file handle once chdir set one: relative
+        # paths start from it, and go stale with it (DESIGN §3.5).
+        self.cwd_id: int | None = None
         self.fds: dict[int, Any] = {}
         self.live_threads: list[Process] = []
         self.rng_seed = rng_seed

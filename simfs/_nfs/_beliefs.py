@@ -2,9 +2,13 @@
 
 "Why did host B not see the marker?" is a question about B's caches: the
 negative dentry that answered, the directory attributes that kept it
-trusted, the mount option that set how long.  ``Host.belief(path)`` reads
-those caches without sending an RPC, and ``World.explain(path)`` prints
-every host's belief beside what the server holds.
+trusted, the mount option that set how long.  ``Host.belief(path)`` asks
+the client the question its own lookup code answers (``NfsClient.verdict``,
+the one place the trust rules live) at each step of the walk a ``stat``
+would make, without sending an RPC; ``World.explain(path)`` prints every
+host's belief beside what the server holds.  The belief predicts the next
+syscall: "present" and "absent" are what it returns, "unknown" means the
+server will decide.
 """
 
 from __future__ import annotations
@@ -40,49 +44,69 @@ class Belief:
         return f"{self.host}: {self.believes}{until} ({self.because})"
 
 
-def _timeout_option(client: NfsClient, timeo_ns: int, is_dir: bool) -> str:
-    options = client.options
-    low, high = (options.acdirmin, options.acdirmax) if is_dir else (options.acregmin,
-                                                                     options.acregmax)
-    seconds = timeo_ns / NS_PER_S
-    prefix = "acdir" if is_dir else "acreg"
-    if options.noac:
-        return "noac"
-    if seconds <= low:
-        return f"{prefix}min={low}"
-    if seconds >= high:
-        return f"{prefix}max={high}"
-    return f"{seconds:g} s, doubled from {prefix}min={low} while unchanged"
-
-
 def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) -> Belief:
-    """Walk ``path`` through the host's caches only; see ``Belief``."""
+    """Walk ``path`` as ``stat`` would, asking the client's own ``verdict`` at
+    each name instead of sending RPCs; see ``Belief``.
+
+    Where the next step would need the server (a LOOKUP, a GETATTR of expired
+    attributes) the belief is "unknown": the answer is the server's, not the
+    cache's.
+    """
+    from ._lookup import NEGATIVE, NO_NEGATIVE, REASONS
+
     components = [] if path == export else path[len(export) + 1:].split("/")
     directory, walked = client.root, export
-    trusted_until: float | None = None
-    for name in components:
-        cached = client.attrs.get(directory)
-        entries = client.dentries.get(directory, {})
-        dentry = entries.get(name)
-        if cached is None or dentry is None:
-            return Belief(host, path, "unknown", f"nothing cached for {name!r} in {walked}; "
-                          "the next lookup asks the server", None)
-        fileid, verifier = dentry
+    until_ns: int | None = None
+
+    def attrs_valid(fileid: int, name: str) -> str | None:
+        """None if the cached attributes of ``fileid`` serve a stat now, else why not."""
+        nonlocal until_ns
+        if fileid in client.stale:
+            return f"the server called {name}'s file handle stale; the next use is ESTALE"
+        cached = client.attrs.get(fileid)
+        if cached is None:
+            return f"no attributes of {name} are cached; the next stat asks (GETATTR)"
         expires = cached.read_ns + cached.timeo_ns
-        option = _timeout_option(client, cached.timeo_ns, True)
-        if verifier != cached.verifier or now_ns >= expires:
-            return Belief(host, path, "unknown", f"the entry for {name!r} in {walked} is "
-                          "stale; the next lookup revalidates it", None)
-        if fileid is None:
-            if client.options.lookupcache != "all":
-                return Belief(host, path, "unknown", f"lookupcache={client.options.lookupcache}"
-                              " never trusts a negative entry", None)
-            return Belief(host, path, "absent", f"negative dentry for {name!r} in {walked}, "
-                          f"trusted while {walked}'s cached attributes are valid ({option})",
-                          expires / NS_PER_S)
-        directory = fileid
+        if now_ns >= expires:
+            option = client._timeout_option(cached.timeo_ns, cached.attrs.is_dir)
+            return (f"the cached attributes of {name} expired ({option}); the next stat "
+                    "asks the server (GETATTR)")
+        until_ns = expires if until_ns is None else min(until_ns, expires)
+        return None
+
+    if directory not in client.attrs:
+        return Belief(host, path, "unknown", f"nothing is cached for {export}", None)
+    for name in components:
+        cached = client.attrs[directory]
+        if not cached.attrs.is_dir:
+            return Belief(host, path, "absent", f"{walked} is not a directory (ENOTDIR)",
+                          _seconds(until_ns))
+        # An ACCESS the walk may send cannot change the answer: simfs grants
+        # every access to a live directory, and a stale one is caught above.
+        verdict = client.verdict(directory, name)
+        where = f"for {name!r} in {walked}"
+        if verdict == NEGATIVE:
+            option = client._timeout_option(cached.timeo_ns, True)
+            expires = cached.read_ns + cached.timeo_ns
+            end = expires if until_ns is None else min(until_ns, expires)
+            return Belief(host, path, "absent", f"negative dentry {where}, trusted while "
+                          f"{walked}'s cached attributes are valid ({option})", _seconds(end))
+        if not isinstance(verdict, int):
+            reason = REASONS[verdict]
+            if verdict == NO_NEGATIVE:
+                reason = f"lookupcache={client.options.lookupcache} {reason}"
+            return Belief(host, path, "unknown", f"{where}: {reason}", None)
+        expires = cached.read_ns + cached.timeo_ns
+        until_ns = expires if until_ns is None else min(until_ns, expires)
         walked = f"{walked}/{name}"
-        until = expires / NS_PER_S
-        trusted_until = until if trusted_until is None else min(trusted_until, until)
+        why = attrs_valid(verdict, walked)
+        if why is not None:
+            return Belief(host, path, "unknown", why, None)
+        directory = verdict
     return Belief(host, path, "present", f"positive dentries down to {path}, trusted while "
-                  "their directories' cached attributes are valid", trusted_until)
+                  "their directories' cached attributes are valid, and its own cached "
+                  "attributes", _seconds(until_ns))
+
+
+def _seconds(until_ns: int | None) -> float | None:
+    return None if until_ns is None else until_ns / NS_PER_S

@@ -242,8 +242,27 @@ class Server:
             raise simulated_oserror(errno.EISDIR)
         return bytes(inode.data)
 
+    def read_range(self, fileid: int, offset: int, count: int) -> bytes:
+        """READ: up to ``count`` bytes from ``offset`` (short at EOF)."""
+        inode = self._live(fileid)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EISDIR)
+        return bytes(inode.data[offset:offset + count])
+
+    def write_range(self, fileid: int, offset: int, data: bytes) -> Attrs:
+        """WRITE of one byte range: a write past EOF leaves zeros before it
+        (RFC 1813 3.3.7); nothing else changes the size."""
+        inode = self._live(fileid)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EISDIR)
+        if offset > len(inode.data):
+            inode.data.extend(bytes(offset - len(inode.data)))
+        inode.data[offset:offset + len(data)] = data
+        self._touch(inode)
+        return inode.attrs()
+
     def write(self, fileid: int, data: bytes | bytearray) -> Attrs:
-        """WRITE+COMMIT of a whole flushed file image (the client flushes on close)."""
+        """Replace the whole content (the server view's test helper; clients WRITE ranges)."""
         inode = self._live(fileid)
         if inode.data != data:
             inode.data = bytearray(data)

@@ -95,7 +95,7 @@ class FileCalls:
             raise simulated_oserror(errno.ENOTDIR)
         if flags & os.O_TRUNC and writable and not created:
             client.setattr(attrs.fileid, size=0)
-        client.open_file(attrs, created=created)
+        client.open_file(attrs, created=created, writable=writable, label=shown)
         open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
                              append=bool(flags & os.O_APPEND),
                              sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
@@ -178,9 +178,8 @@ class FileCalls:
             raise simulated_oserror(errno.EISDIR)
         if length < 0:
             raise simulated_oserror(errno.EINVAL)
-        pages = self._client.read_pages(open_file.fileid)
         start = open_file.pos if offset is None else offset
-        data = bytes(pages.data[start:start + length])
+        data = self._client.read_data(open_file.fileid, start, length)
         if offset is None:
             open_file.pos = start + len(data)
         return data
@@ -198,18 +197,23 @@ class FileCalls:
         if not open_file.writable:
             raise simulated_oserror(errno.EBADF)
         payload = memoryview(data).cast("B")
-        pages = self._client.write_pages(open_file.fileid)
+        client = self._client
+        fileid = open_file.fileid
         if offset is not None:
             start = offset
+        elif open_file.append:
+            # nfs_file_write: O_APPEND writes at the cached size, revalidated
+            # only once the attributes expired (nfs_revalidate_file_size).
+            # Two hosts appending overwrite each other's records (measured).
+            start = client.revalidate_size(fileid)
         else:
-            start = len(pages.data) if open_file.append else open_file.pos
-        if start > len(pages.data):
-            pages.data.extend(b"\0" * (start - len(pages.data)))
-        pages.data[start:start + len(payload)] = payload
+            start = open_file.pos
+        if payload:
+            client.write_data(fileid, start, payload, readable=open_file.readable,
+                              sync=open_file.sync,
+                              locks=self._world.locks.host_locks(fileid, self._host.name))
         if offset is None:
             open_file.pos = start + len(payload)
-        if open_file.sync:
-            self._client.flush(open_file.fileid)
         return len(payload)
 
     def lseek(self, fd: int, position: int, how: int) -> int:
@@ -220,7 +224,7 @@ class FileCalls:
         elif how == os.SEEK_CUR:
             base = open_file.pos
         elif how == os.SEEK_END:
-            base = self._client.size(open_file.fileid)
+            base = self._client.revalidate_size(open_file.fileid)
         else:
             raise simulated_oserror(errno.EINVAL)
         if base + position < 0:
@@ -254,6 +258,13 @@ class FileCalls:
 
     # -- locks ------------------------------------------------------------------
 
+    def _granted(self, operation: int, delayed: float) -> str:
+        """The trace's account of a grant, naming the kernel when it waited."""
+        if not delayed:
+            return f"{_lock_name(operation)} granted"
+        return (f"{_lock_name(operation)} granted {delayed:g} s after another host's release "
+                f"(kernel {self._client.kernel.release})")
+
     def _posix_owner(self) -> tuple[str, str, int]:
         return ("posix", self._host.name, self._group.pid)
 
@@ -269,10 +280,11 @@ class FileCalls:
                 return "LOCK_UN"
             if kind not in (_LOCK_SH, _LOCK_EX):
                 raise simulated_oserror(errno.EINVAL)
-            self._world.locks.lock(open_file.fileid, owner, 0, INFINITY,
-                                   exclusive=kind == _LOCK_EX,
-                                   wait=not operation & _LOCK_NB, what=open_file.path)
-            return f"{_lock_name(operation)} granted"
+            delayed = self._world.locks.lock(
+                open_file.fileid, owner, 0, INFINITY, exclusive=kind == _LOCK_EX,
+                wait=not operation & _LOCK_NB, what=open_file.path, host=self._host.name,
+                grant_delay_s=self._client.kernel.lock_grant_delay_s)
+            return self._granted(operation, delayed)
 
         self._run("flock", open_file.path, effect)
 
@@ -305,10 +317,11 @@ class FileCalls:
             # writable one.
             if (open_file.writable if kind == _LOCK_EX else open_file.readable) is False:
                 raise simulated_oserror(errno.EBADF)
-            locks.lock(open_file.fileid, self._posix_owner(), first, end,
-                       exclusive=kind == _LOCK_EX, wait=not command & _LOCK_NB,
-                       what=open_file.path)
-            return f"{_lock_name(command)} granted"
+            delayed = locks.lock(open_file.fileid, self._posix_owner(), first, end,
+                                 exclusive=kind == _LOCK_EX, wait=not command & _LOCK_NB,
+                                 what=open_file.path, host=self._host.name,
+                                 grant_delay_s=self._client.kernel.lock_grant_delay_s)
+            return self._granted(command, delayed)
 
         self._run("lockf", open_file.path, effect)
 
@@ -329,4 +342,4 @@ def release_file(host: Host, open_file: OpenFile) -> None:
         if open_file.writable:
             client.flush(open_file.fileid)
     finally:
-        client.release(open_file.fileid)
+        client.release(open_file.fileid, writable=open_file.writable)

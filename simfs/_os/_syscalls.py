@@ -74,6 +74,8 @@ class Syscalls(FileCalls):
         # Absolute path as written -> (normalized, components); only absolute
         # str paths are stored, so a hit never depends on the working directory.
         self._resolved: dict[str | bytes, tuple[str, tuple[str, ...]]] = {}
+        writeback = host.client.writeback
+        self._writebacks = None if writeback is None else writeback.queue
 
     # -- the shape of every call ---------------------------------------------
 
@@ -91,6 +93,10 @@ class Syscalls(FileCalls):
             raise process.kill
         process.last_call = (op, shown)
         client = self._client
+        writebacks = self._writebacks
+        if (writebacks is not None and writebacks.next_ns is not None
+                and writebacks.next_ns <= self._clock.now_ns):
+            writebacks.run_due(self._clock.now_ns)
         client.call_rpcs = []
         try:
             faults = self._world.faults
@@ -180,6 +186,9 @@ class Syscalls(FileCalls):
                 raise simulated_oserror(errno.ENOTDIR, base.path)
             text = base.path + "/" + text
         elif not text.startswith("/"):
+            cwd_id = self._group.cwd_id
+            if cwd_id is not None:
+                return self._from_cwd(text, cwd_id)
             text = self._group.cwd + "/" + text
         written = text
         text = posixpath.normpath(text)
@@ -194,8 +203,24 @@ class Syscalls(FileCalls):
             self._resolved[written] = (text, tuple(components))
         return text, self._client.root, components
 
+    def _from_cwd(self, text: str, cwd_id: int) -> tuple[str, int, list[str]]:
+        """A relative path starts at the working directory's handle, not its
+        name: after another host removed it, uses are ESTALE, not ENOENT,
+        even if the name exists again (DESIGN §3.5 "Stale handles")."""
+        relative = posixpath.normpath(text)
+        shown = posixpath.normpath(self._group.cwd + "/" + text)
+        if relative == ".":
+            return shown, cwd_id, []
+        if relative != ".." and not relative.startswith("../"):
+            return shown, cwd_id, relative.split("/")
+        if shown == self._export:
+            return shown, cwd_id, [nfs.UP_FROM_START]
+        if not shown.startswith(self._prefix):
+            raise self.escape(f"path {shown!r} is outside the export {self._export!r}")
+        return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self._prefix):].split("/")]
+
     def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
-        if not components:
+        if not components or components == [nfs.UP_FROM_START]:
             raise simulated_oserror(root_errno)
         parent = self._client.walk(start, components[:-1])
         if not parent.is_dir:
@@ -205,6 +230,9 @@ class Syscalls(FileCalls):
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
         """The object a path names, looked up with an open intent (close-to-open)."""
+        if components and components[0] == nfs.UP_FROM_START:
+            self._client.walk(start, components[:1])  # search the cwd first
+            start, components = self._client.root, components[1:]
         if not components:
             return self._client.getattr(start, force=self._client.options.cto)
         parent, name = self._parent(start, components, errno.EBUSY)
@@ -396,9 +424,11 @@ class Syscalls(FileCalls):
         shown, start, components = self._path(path)
 
         def effect() -> None:
-            if not self._client.walk(start, components).is_dir:
+            attrs = self._client.walk(start, components)
+            if not attrs.is_dir:
                 raise simulated_oserror(errno.ENOTDIR)
             self._group.cwd = shown
+            self._group.cwd_id = attrs.fileid
 
         self._run("chdir", shown, effect, path)
 

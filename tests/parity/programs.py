@@ -156,3 +156,200 @@ def replace_file(root: str, relative: str, at: float) -> None:
     directory = Path(root) / relative
     (directory / "new").write_bytes(b"new")
     os.replace(directory / "new", directory / "metadata.json")
+
+
+# -- byte-range writes (DESIGN §3.5 "Writes") -----------------------------------
+
+
+def write_file(root: str, relative: str, data: bytes) -> None:
+    """Create or replace ``relative`` with ``data``, making its parents (a setup step)."""
+    path = Path(root) / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def read_file(root: str, relative: str) -> bytes:
+    """The file as a fresh open sees it (close-to-open: the server's copy)."""
+    return (Path(root) / relative).read_bytes()
+
+
+def pwrite_and_close(root: str, relative: str, data: bytes, offset: int, start_at: float,
+                     close_at: float) -> None:
+    """O_WRONLY (no read-modify-write), one pwrite at ``start_at``, close at ``close_at``."""
+    start = time.monotonic()
+    time.sleep(start_at)
+    fd = os.open(Path(root) / relative, os.O_WRONLY)
+    os.pwrite(fd, data, offset)
+    time.sleep(max(0.0, close_at - (time.monotonic() - start)))
+    os.close(fd)
+
+
+def write_own_page_then_patch(root: str, relative: str, patch_at: float,
+                              close_at: float) -> None:
+    """Create a one-page file here (so this host holds the page up to date),
+    then overwrite its first 10 bytes and close late."""
+    start = time.monotonic()
+    path = Path(root) / relative
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, bytes(4096))
+    os.close(fd)
+    time.sleep(patch_at)
+    fd = os.open(path, os.O_WRONLY)
+    os.pwrite(fd, b"A" * 10, 0)
+    time.sleep(max(0.0, close_at - (time.monotonic() - start)))
+    os.close(fd)
+
+
+def write_and_hold(root: str, relative: str, hold: float) -> None:
+    fd = os.open(Path(root) / relative, os.O_WRONLY)
+    os.pwrite(fd, b"unflushed", 0)
+    time.sleep(hold)
+    os.close(fd)
+
+
+def first_sighting(root: str, relative: str, expect: bytes, limit: float,
+                   every: float = 0.25) -> float:
+    """Seconds until a fresh open reads ``expect`` (inf if never within ``limit``)."""
+    path = Path(root) / relative
+    start = time.monotonic()
+    while time.monotonic() - start < limit:
+        if path.read_bytes().startswith(expect):
+            return time.monotonic() - start
+        time.sleep(every)
+    return float("inf")
+
+
+def append_records(root: str, relative: str, tag: str, count: int, pause: float) -> None:
+    """``count`` 64-byte records with O_APPEND, one write each."""
+    fd = os.open(Path(root) / relative, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    for index in range(count):
+        os.write(fd, f"{tag}{index:05d}".encode().ljust(63, b".") + b"\n")
+        time.sleep(pause)
+    os.close(fd)
+
+
+# -- stale handles (DESIGN §3.5 "Stale handles") ------------------------------------
+
+
+def _errno_of(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except OSError as error:
+        return errno.errorcode[error.errno or 0]
+    return "ok"
+
+
+def fstat_read_close_unlinked(root: str, relative: str, wait: float) -> tuple[str, str, str]:
+    """Open (unbuffered), unlink (a .nfs file appears), wait, then fstat, read, close."""
+    path = Path(root) / relative / "f"
+    path.write_bytes(b"held")
+    fd = os.open(path, os.O_RDONLY)
+    os.unlink(path)
+    time.sleep(wait)
+    return (_errno_of(lambda: os.fstat(fd)), _errno_of(lambda: os.read(fd, 10)),
+            _errno_of(lambda: os.close(fd)))
+
+
+def list_rmdir_rmtree(root: str, relative: str, after: float) -> tuple[list[str], str, str]:
+    time.sleep(after)
+    directory = Path(root) / relative
+    listed = sorted(os.listdir(directory))
+    rmdir, rmtree = _rmdir_then_rmtree(directory)
+    return listed, rmdir, rmtree
+
+
+def remove_tree_at(root: str, relative: str, at: float, recreate: bool = False) -> None:
+    time.sleep(at)
+    directory = Path(root) / relative
+    shutil.rmtree(directory)
+    if recreate:
+        directory.mkdir()
+        (directory / "new").write_bytes(b"new")
+
+
+def cwd_after_removal(root: str, relative: str, wait: float) -> dict[str, object]:
+    """chdir into ``relative``, wait while another host removes it, then use it."""
+    os.chdir(Path(root) / relative)
+    time.sleep(wait)
+
+    def create() -> None:
+        with open("f", "w"):
+            pass
+
+    return {"listdir": _errno_of(lambda: os.listdir(".")), "open": _errno_of(create),
+            "stat": _errno_of(lambda: os.stat(".")),
+            "getcwd": os.getcwd() == str(Path(root) / relative),
+            "exists": os.path.exists("f"), "chdir": _errno_of(lambda: os.chdir(".."))}
+
+
+def cwd_after_recreation(root: str, relative: str, wait: float) -> tuple[str, str, str,
+                                                                           list[str]]:
+    """The same, when the other host made the directory again in between."""
+    os.chdir(Path(root) / relative)
+    time.sleep(wait)
+
+    def create() -> None:
+        with open("g", "w"):
+            pass
+
+    stat = _errno_of(lambda: os.stat("."))
+    listing = _errno_of(lambda: os.listdir("."))
+    opened = _errno_of(create)
+    os.chdir(Path(root) / relative)
+    return stat, listing, opened, sorted(os.listdir("."))
+
+
+def mkdirs_at(root: str, steps: tuple[tuple[float, str], ...]) -> None:
+    """``mkdir`` each relative path at its time (seconds from the start)."""
+    start = time.monotonic()
+    for at, relative in steps:
+        time.sleep(max(0.0, at - (time.monotonic() - start)))
+        (Path(root) / relative).mkdir()
+
+
+def exists_at(root: str, looks: tuple[tuple[float, str], ...]) -> list[bool]:
+    """``os.path.exists`` of each relative path at its time."""
+    start = time.monotonic()
+    seen = []
+    for at, relative in looks:
+        time.sleep(max(0.0, at - (time.monotonic() - start)))
+        seen.append(os.path.exists(Path(root) / relative))
+    return seen
+
+
+# -- locks ----------------------------------------------------------------------------
+
+
+def hold_flock(root: str, relative: str, seconds: float) -> float:
+    """Take an exclusive flock, hold it, release it; the wall time of the release."""
+    fd = os.open(Path(root) / relative, os.O_RDWR | os.O_CREAT, 0o644)
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    time.sleep(seconds)
+    released = time.time()
+    os.close(fd)
+    return released
+
+
+def wait_flock(root: str, relative: str, after: float) -> float:
+    """Block on the flock another host holds; the wall time it is granted."""
+    import fcntl
+
+    time.sleep(after)
+    fd = os.open(Path(root) / relative, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    granted = time.time()
+    os.close(fd)
+    return granted
+
+
+def read_then_patch(root: str, relative: str, patch_at: float, close_at: float) -> None:
+    """O_RDWR: read the first page, then overwrite its first 10 bytes; close late."""
+    start = time.monotonic()
+    fd = os.open(Path(root) / relative, os.O_RDWR)
+    os.pread(fd, 10, 0)
+    time.sleep(max(0.0, patch_at - (time.monotonic() - start)))
+    os.pwrite(fd, b"A" * 10, 0)
+    time.sleep(max(0.0, close_at - (time.monotonic() - start)))
+    os.close(fd)

@@ -54,6 +54,9 @@ def test_nocto_serves_stale_data_until_the_attribute_cache_expires():
     def reader():
         posix.sleep(0.5)
         first = _read("/shared/f")
+        # A second lookup verifies B's dentry for f (the first one's reply
+        # showed /shared changed, so it did not: fs/nfs/dir.c nfs_lookup).
+        posix.stat("/shared/f")
         posix.sleep(1.0)
         second = _read("/shared/f")  # 1.5 s: attributes still cached (acregmin=3)
         posix.sleep(3.0)

@@ -1,0 +1,244 @@
+"""Name lookup: the dentry cache and the one rule for trusting it.
+
+``NfsClient.verdict`` is what the Linux client decides from its caches for
+one name (fs/nfs/dir.c: ``nfs_lookup_revalidate`` -> ``nfs_neg_need_reval``,
+``nfs_check_verifier``).  ``lookup`` acts on it and ``Host.belief`` reports
+it (``_beliefs.py``), so an explanation cannot disagree with the behaviour.
+A verdict is a trusted file id or one of the reason codes below, so the
+stat path allocates nothing to decide.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import TYPE_CHECKING, Final
+
+from .._errors import simulated_oserror
+
+if TYPE_CHECKING:
+    from .._engine._clock import VirtualClock
+    from ._client import CachedAttrs
+    from ._mount import MountOptions
+    from ._server import Attrs, Server
+
+# A path component no name can equal: "search the start directory, then go
+# to the export root" (a relative path that climbs out of the cwd with "..").
+UP_FROM_START: Final = "/"
+
+# Lookup intents, after the kernel's LOOKUP_* flags.
+OPEN: Final = 1
+CREATE: Final = 2
+EXCL: Final = 4
+RENAME_TARGET: Final = 8
+
+# Verdicts other than a trusted file id: what the lookup does, and why.
+NEGATIVE: Final = "negative dentry"             # ENOENT from cache
+CREATE_NEGATIVE: Final = "create"               # ENOENT from cache; the CREATE settles it
+REVALIDATE: Final = "revalidate"                # GETATTR the directory, then decide
+UNCACHED: Final = "uncached"                    # LOOKUP
+NO_NEGATIVE: Final = "lookupcache"              # LOOKUP
+NO_CACHE: Final = "lookupcache=none"            # LOOKUP
+EXCLUSIVE: Final = "exclusive"                  # LOOKUP
+UNVERIFIED: Final = "unverified"                # LOOKUP
+
+REASONS: Final = {
+    CREATE_NEGATIVE: "a create trusts a negative entry (nfs_neg_need_reval)",
+    REVALIDATE: "the directory's cached attributes expired; the next lookup revalidates "
+                "it (GETATTR) and keeps the entry only if the directory is unchanged",
+    UNCACHED: "nothing is cached for the name; the next lookup asks the server (LOOKUP)",
+    NO_NEGATIVE: "never trusts a negative entry; the next lookup asks the server (LOOKUP)",
+    NO_CACHE: "lookupcache=none trusts no entry; the next lookup asks the server (LOOKUP)",
+    EXCLUSIVE: "an exclusive create looks the name up afresh",
+    UNVERIFIED: "the entry predates a change seen in its directory (or the reply that made "
+                "it showed one); the next lookup asks the server (LOOKUP)",
+}
+
+
+def _enoent() -> OSError:
+    return simulated_oserror(errno.ENOENT)
+
+
+class LookupOps:
+    """The dentry half of ``NfsClient``."""
+
+    server: Server
+    clock: VirtualClock
+    options: MountOptions
+    root: int
+    attrs: dict[int, CachedAttrs]
+    dentries: dict[int, dict[str, tuple[int | None, int]]]
+    stale: set[int]
+
+    def _rpc(self, name: str) -> None:
+        raise NotImplementedError
+
+    def getattr(self, fileid: int, *, force: bool = False) -> Attrs:
+        raise NotImplementedError
+
+    def _update(self, fileid: int, attrs: Attrs, *, own_change: bool = False) -> None:
+        raise NotImplementedError
+
+    def _server_error(self, fileid: int, error: OSError) -> None:
+        raise NotImplementedError
+
+    def _check_access(self, attrs: Attrs) -> None:
+        raise NotImplementedError
+
+    def _set_dentry(self, dir_id: int, name: str, fileid: int | None,
+                    verifier: int | None = None) -> None:
+        """``nfs_set_verifier``: ``verifier`` defaults to the directory's current one."""
+        if verifier is None:
+            cached = self.attrs.get(dir_id)
+            verifier = cached.verifier if cached is not None else -1
+        entries = self.dentries.get(dir_id)
+        if entries is None:
+            entries = self.dentries[dir_id] = {}
+        entries[name] = (fileid, verifier)
+
+    def _cached_dentry(self, dir_id: int, name: str) -> tuple[int | None, int] | None:
+        entries = self.dentries.get(dir_id)
+        return None if entries is None else entries.get(name)
+
+    def _drop_dentry(self, dir_id: int, name: str) -> None:
+        """``d_drop``: a failed create forgets the name, so the next lookup asks."""
+        entries = self.dentries.get(dir_id)
+        if entries is not None:
+            entries.pop(name, None)
+
+    def verdict(self, dir_id: int, name: str, intent: int = 0, *,
+                parent_fresh: bool = False) -> int | str:
+        """What ``lookup`` would do for ``name`` now, from the caches alone.
+
+        Returns the trusted file id of a positive entry, or a reason code:
+        ``NEGATIVE``/``CREATE_NEGATIVE`` (ENOENT from cache), ``REVALIDATE``
+        (GETATTR the directory first), or one of the codes that mean a
+        LOOKUP (``REASONS`` says why).  A trusted entry lasts while the
+        directory's cached attributes do (``read_ns + timeo_ns``).
+        """
+        options = self.options
+        entries = self.dentries.get(dir_id)
+        dentry = None if entries is None else entries.get(name)
+        if dentry is None:
+            return UNCACHED
+        fileid, verifier = dentry
+        if fileid is None:
+            if intent & CREATE:
+                return CREATE_NEGATIVE
+            if options.lookupcache != "all":
+                return NO_NEGATIVE
+        elif intent & EXCL:
+            return EXCLUSIVE
+        if options.lookupcache == "none":
+            return NO_CACHE
+        cached = self.attrs.get(dir_id)
+        if cached is None or cached.verifier != verifier:
+            return UNVERIFIED
+        if not parent_fresh and self.clock.now_ns - cached.read_ns >= cached.timeo_ns:
+            return REVALIDATE
+        return NEGATIVE if fileid is None else fileid
+
+    def _timeout_option(self, timeo_ns: int, is_dir: bool) -> str:
+        """Which mount option sets a cache lifetime, for explanations."""
+        options = self.options
+        if options.noac:
+            return "noac"
+        low, high = ((options.acdirmin, options.acdirmax) if is_dir
+                     else (options.acregmin, options.acregmax))
+        prefix = "acdir" if is_dir else "acreg"
+        seconds = timeo_ns / 1_000_000_000
+        if seconds <= low:
+            return f"{prefix}min={low}"
+        if seconds >= high:
+            return f"{prefix}max={high}"
+        return f"{seconds:g} s, doubled from {prefix}min={low} while unchanged"
+
+    def lookup(self, dir_id: int, name: str, intent: int = 0) -> Attrs:
+        """Resolve one name in a directory, from cache or with a LOOKUP.
+
+        Raises:
+            FileNotFoundError: the name is absent, or a trusted negative
+                dentry says so without asking the server.
+        """
+        verdict = self.verdict(dir_id, name, intent)
+        if verdict is REVALIDATE:
+            self.getattr(dir_id)  # the GETATTR; a change bumps the verifier
+            verdict = self.verdict(dir_id, name, intent, parent_fresh=True)
+        if verdict is NEGATIVE or verdict is CREATE_NEGATIVE:
+            raise _enoent()
+        if isinstance(verdict, int):
+            try:
+                return self.getattr(verdict, force=bool(intent & OPEN) and self.options.cto)
+            except OSError as error:
+                if error.errno != errno.ESTALE:
+                    raise
+                # The file went away on the server: look the name up afresh.
+        return self._lookup_rpc(dir_id, name)
+
+    def _lookup_rpc(self, dir_id: int, name: str) -> Attrs:
+        """LOOKUP, and a dentry stamped with the directory's verifier from *before* it.
+
+        ``nfs_lookup`` saves ``nfs_save_change_attribute(dir)`` before the
+        call; the reply's post-op directory attributes may then show a change
+        (another host's), which bumps the directory's verifier
+        (``nfs_update_inode`` -> ``nfs_force_lookup_revalidate``), so the new
+        dentry never verifies: the next walk through it LOOKUPs again, and
+        that reply refreshes the child's attributes.  This is why a negative
+        entry made in a directory another host just created is not trusted
+        (DESIGN §3.5, measured): the walk re-LOOKUPs the directory, sees it
+        changed, and distrusts its negative entries.
+        """
+        if dir_id in self.stale:
+            raise simulated_oserror(errno.ESTALE)
+        cached = self.attrs.get(dir_id)
+        verifier = cached.verifier if cached is not None else -1
+        self._rpc("LOOKUP")
+        try:
+            found = self.server.lookup(dir_id, name)
+        except OSError as error:
+            self._server_error(dir_id, error)
+            raise
+        # The reply carries the directory's post-op attributes.
+        self._update(dir_id, self.server.getattr(dir_id))
+        if cached is None:
+            cached = self.attrs.get(dir_id)
+            verifier = cached.verifier if cached is not None else -1
+        if found is None:
+            self._set_dentry(dir_id, name, None, verifier)
+            raise _enoent()
+        self.stale.discard(found.fileid)
+        self._update(found.fileid, found)
+        self._set_dentry(dir_id, name, found.fileid, verifier)
+        return found
+
+    def lookup_if_cached(self, dir_id: int, name: str, intent: int) -> Attrs | None:
+        """For an exclusive create or a rename target: no LOOKUP of an uncached name.
+
+        ``nfs_lookup`` optimises the LOOKUP away for these; the CREATE, MKDIR,
+        LINK or RENAME that follows tells the truth.
+        """
+        dentry = self._cached_dentry(dir_id, name)
+        if dentry is None:
+            return None
+        try:
+            return self.lookup(dir_id, name, intent)
+        except FileNotFoundError:
+            return None
+
+    def walk(self, start: int, components: list[str]) -> Attrs:
+        """Resolve directories one by one; every one must be searchable.
+
+        A leading ``UP_FROM_START`` searches ``start`` (a working directory)
+        first, then resolves the rest from the export root: ``..`` from a
+        directory another host removed is ESTALE (DESIGN §3.5, measured).
+        """
+        attrs = self.getattr(start)
+        if components and components[0] == UP_FROM_START:
+            self._check_access(attrs)
+            attrs = self.getattr(self.root)
+            components = components[1:]
+        for name in components:
+            if not attrs.is_dir:
+                raise simulated_oserror(errno.ENOTDIR)
+            self._check_access(attrs)
+            attrs = self.lookup(attrs.fileid, name)
+        return attrs

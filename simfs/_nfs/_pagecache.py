@@ -1,0 +1,328 @@
+"""One host's page cache: whole pages read, dirty byte ranges written back.
+
+The Linux client never sends a file image.  It reads whole pages (READ, up
+to rsize) and keeps, per page, one contiguous dirty byte range (an
+``nfs_page`` request); writeback WRITEs exactly those ranges.  So two hosts
+writing different pages, or different byte ranges of one page, of one file
+both land; a close never shrinks a file; size changes on the server only
+through a write past EOF or a SETATTR (DESIGN §3.5 "Writes", measured).
+
+The rules, with the kernel functions they follow:
+
+- ``nfs_write_begin`` / ``nfs_want_read_modify_write`` (fs/nfs/file.c): a
+  partial write into an uncached page inside EOF reads the page first, but
+  only for a descriptor open for reading.
+- ``nfs_write_end``: a page that is not up to date is zero-filled around
+  the written bytes; a page wholly past EOF becomes up to date that way.
+- ``nfs_updatepage`` / ``nfs_can_extend_write`` (fs/nfs/write.c): a write
+  into an up-to-date page is extended to the whole page (up to EOF), unless
+  the descriptor is O_SYNC/O_DSYNC, the data cache is invalid, or this host
+  holds locks on the file other than one whole-file write lock.  This is
+  how a writer whose cached size is past another host's records writes its
+  zeros over them (the NUL runs of cross-host O_APPEND, measured).
+- ``nfs_try_to_update_request``: a write not contiguous with the page's
+  dirty range flushes that range first.
+- ``nfs_update_inode`` (fs/nfs/inode.c): the cached size follows the
+  server's unless writes are pending and the server's is smaller; a foreign
+  change invalidates the data cache only while no descriptor on this host
+  has the file open for writing.  ``nfs_revalidate_mapping`` writes back
+  and drops an invalid cache before the next read.
+- Writeback before close or fsync happens on the client's own schedule:
+  measured 0.6 s to 31 s after the data was written; the delay is drawn
+  per dirtying from the host's seeded generator (``Writeback``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from .._engine._clock import NS_PER_S
+
+if TYPE_CHECKING:
+    from .._engine._clock import VirtualClock
+    from ._server import Server
+
+PAGE_SIZE: Final = 4096
+
+# What a host's locks on a file allow (``nfs_can_extend_write``).
+LOCKS_NONE: Final = "none"
+LOCKS_WHOLE_WRITE: Final = "whole-file write lock"
+LOCKS_OTHER: Final = "byte-range or read locks"
+
+
+class Page:
+    """One cached page: its bytes, whether they are all known, its dirty range."""
+
+    __slots__ = ("data", "dirty", "uptodate")
+
+    def __init__(self) -> None:
+        self.data = bytearray(PAGE_SIZE)
+        self.uptodate = False
+        self.dirty: tuple[int, int] | None = None
+
+
+class FileCache:
+    """One file's pages on one host, and the size this host believes it has."""
+
+    __slots__ = ("dirty", "invalid", "label", "pages", "size", "writeback_due")
+
+    def __init__(self, size: int, label: str) -> None:
+        self.pages: dict[int, Page] = {}
+        self.dirty: set[int] = set()
+        self.size = size
+        self.invalid = False
+        self.writeback_due: int | None = None
+        self.label = label
+
+    def page_length(self, index: int) -> int:
+        """``nfs_page_length``: how many bytes of page ``index`` lie inside the size."""
+        return max(0, min(PAGE_SIZE, self.size - index * PAGE_SIZE))
+
+
+class WritebackQueue:
+    """Writebacks due, across all hosts: each lands at the first syscall at or
+    after its due time, which no host can tell from landing exactly then
+    (nothing observes the server between two syscalls)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[int, int, Callable[[int], None]]] = []
+        self._seq = itertools.count()
+        self.next_ns: int | None = None
+
+    def push(self, due_ns: int, land: Callable[[int], None]) -> None:
+        heapq.heappush(self._due, (due_ns, next(self._seq), land))
+        self.next_ns = self._due[0][0]
+
+    def run_due(self, now_ns: int) -> None:
+        due = self._due
+        while due and due[0][0] <= now_ns:
+            when, _, land = heapq.heappop(due)
+            land(when)
+        self.next_ns = due[0][0] if due else None
+
+
+class Writeback:
+    """When this host's client writes dirty data back on its own.
+
+    ``delay_s`` draws the delay after a clean file's first dirtying: by
+    default uniformly from the kernel profile's measured range with a
+    generator seeded from the world's seed and the host's name, so the same
+    seed gives the same writebacks.  Exploration may replace it (e.g. with a
+    Hypothesis draw).
+    """
+
+    def __init__(self, queue: WritebackQueue, clock: VirtualClock,
+                 delay_s: Callable[[], float],
+                 on_land: Callable[[str, float, tuple[str, ...]], None]) -> None:
+        self.queue = queue
+        self.clock = clock
+        self.delay_s = delay_s
+        self.on_land = on_land
+        self.alive: Callable[[], bool] = lambda: True
+
+
+def seeded_delay(seed: int, host: str, span: tuple[float, float]) -> Callable[[], float]:
+    """Uniform delays in ``span`` from a generator private to one host."""
+    rng = random.Random(f"simfs-writeback:{seed}:{host}")
+    low, high = span
+    return lambda: rng.uniform(low, high)
+
+
+class PageCacheOps:
+    """The data path of ``NfsClient``: read, write, flush, size."""
+
+    server: Server
+    clock: VirtualClock
+    files: dict[int, FileCache]
+    writers: dict[int, int]
+    writeback: Writeback | None
+
+    def _rpc(self, name: str) -> None:
+        raise NotImplementedError
+
+    def getattr(self, fileid: int, *, force: bool = False) -> object:
+        raise NotImplementedError
+
+    def _own_write(self, fileid: int) -> None:
+        raise NotImplementedError
+
+    def _cached_size(self, fileid: int) -> int:
+        raise NotImplementedError
+
+    # -- the cache of one file --------------------------------------------------
+
+    def file_cache(self, fileid: int, label: str = "") -> FileCache:
+        cache = self.files.get(fileid)
+        if cache is None:
+            cache = self.files[fileid] = FileCache(self._cached_size(fileid),
+                                                   label or f"fileid {fileid}")
+        elif label:
+            cache.label = label
+        return cache
+
+    def _revalidate_mapping(self, fileid: int) -> FileCache:
+        """``nfs_revalidate_mapping``: fresh attributes, then drop an invalid cache."""
+        self.getattr(fileid)
+        cache = self.file_cache(fileid)
+        if cache.invalid:
+            self.flush(fileid)
+            cache.pages.clear()
+            cache.invalid = False
+        return cache
+
+    def revalidate_size(self, fileid: int) -> int:
+        """``nfs_revalidate_file_size``: the size O_APPEND and SEEK_END use,
+        from the attribute cache unless it expired."""
+        self.getattr(fileid)
+        return self.file_cache(fileid).size
+
+    def _fill(self, fileid: int, cache: FileCache, indexes: list[int]) -> None:
+        """READ whole pages, one RPC per contiguous run (``nfs_read_folio``)."""
+        for index in indexes:
+            page = cache.pages.get(index)
+            if page is not None and page.dirty is not None:
+                self._flush_pages(fileid, cache, [index])  # nfs_wb_folio first
+        run: list[int] = []
+        for index in [*indexes, -2]:
+            if run and index == run[-1] + 1:
+                run.append(index)
+                continue
+            if run:
+                self._rpc("READ")
+                data = self.server.read_range(fileid, run[0] * PAGE_SIZE, len(run) * PAGE_SIZE)
+                for position, number in enumerate(run):
+                    page = cache.pages.get(number)
+                    if page is None:
+                        page = cache.pages[number] = Page()
+                    chunk = data[position * PAGE_SIZE:(position + 1) * PAGE_SIZE]
+                    page.data[:] = chunk.ljust(PAGE_SIZE, b"\0")
+                    page.uptodate = True
+            run = [index]
+
+    # -- read and write ---------------------------------------------------------
+
+    def read_data(self, fileid: int, offset: int, length: int) -> bytes:
+        """Bytes ``[offset, offset+length)`` as this host sees them, within its size."""
+        cache = self._revalidate_mapping(fileid)
+        end = min(offset + length, cache.size)
+        if offset >= end:
+            return b""
+        first, last = offset // PAGE_SIZE, (end - 1) // PAGE_SIZE
+        pages = cache.pages
+        missing = [i for i in range(first, last + 1)
+                   if (page := pages.get(i)) is None or not page.uptodate]
+        if missing:
+            self._fill(fileid, cache, missing)
+        if first == last:
+            base = first * PAGE_SIZE
+            return bytes(pages[first].data[offset - base:end - base])
+        out = bytearray()
+        for index in range(first, last + 1):
+            base = index * PAGE_SIZE
+            out += pages[index].data[max(offset - base, 0):min(end - base, PAGE_SIZE)]
+        return bytes(out)
+
+    def write_data(self, fileid: int, offset: int, payload: memoryview, *, readable: bool,
+                   sync: bool, locks: str) -> None:
+        """Copy ``payload`` into the cache at ``offset`` and mark it dirty."""
+        cache = self.file_cache(fileid)
+        position, done, total = offset, 0, len(payload)
+        while done < total:
+            index, start = divmod(position, PAGE_SIZE)
+            end = min(PAGE_SIZE, start + total - done)
+            page = cache.pages.get(index)
+            if page is None:
+                page = cache.pages[index] = Page()
+            page_length = cache.page_length(index)
+            if (readable and not page.uptodate and page.dirty is None and page_length
+                    and (end < page_length or start)):
+                self._fill(fileid, cache, [index])  # read-modify-write
+            page.data[start:end] = payload[done:done + end - start]
+            if not page.uptodate:
+                if page_length == 0:
+                    page.data[:start] = bytes(start)
+                    page.data[end:] = bytes(PAGE_SIZE - end)
+                    page.uptodate = True
+                elif end >= page_length:
+                    page.data[end:] = bytes(PAGE_SIZE - end)
+                    page.uptodate = start == 0
+                else:
+                    page.data[page_length:] = bytes(PAGE_SIZE - page_length)
+            low, high = start, end
+            if (not sync and page.uptodate and not (cache.invalid and page_length)
+                    and locks != LOCKS_OTHER):
+                low, high = 0, max(end, page_length)  # nfs_can_extend_write
+            if page.dirty is not None:
+                old_low, old_high = page.dirty
+                if low > old_high or high < old_low:
+                    self._flush_pages(fileid, cache, [index])
+                else:
+                    low, high = min(low, old_low), max(high, old_high)
+            page.dirty = (low, high)
+            cache.dirty.add(index)
+            written_end = index * PAGE_SIZE + end
+            if written_end > cache.size:
+                cache.size = written_end
+            done += end - start
+            position += end - start
+        if sync:
+            self.flush(fileid)
+        else:
+            self._schedule_writeback(fileid, cache)
+
+    # -- writeback --------------------------------------------------------------
+
+    def _schedule_writeback(self, fileid: int, cache: FileCache) -> None:
+        writeback = self.writeback
+        if writeback is None or cache.writeback_due is not None or not cache.dirty:
+            return
+        due = self.clock.now_ns + round(writeback.delay_s() * NS_PER_S)
+        cache.writeback_due = due
+
+        def land(when: int) -> None:
+            if (self.files.get(fileid) is not cache or cache.writeback_due != when
+                    or not writeback.alive()):
+                return
+            rpcs: list[str] = []
+            self._background_flush(fileid, rpcs)
+            writeback.on_land(cache.label, when / NS_PER_S, tuple(rpcs))
+
+        writeback.queue.push(due, land)
+
+    def _background_flush(self, fileid: int, rpcs: list[str]) -> None:
+        raise NotImplementedError
+
+    def flush(self, fileid: int) -> None:
+        """WRITE every dirty range, then COMMIT (close, fsync, a stat of the file)."""
+        cache = self.files.get(fileid)
+        if cache is None or not cache.dirty:
+            return
+        self._flush_pages(fileid, cache, sorted(cache.dirty))
+        self._rpc("COMMIT")
+        cache.writeback_due = None
+
+    def _flush_pages(self, fileid: int, cache: FileCache, indexes: list[int]) -> None:
+        """One WRITE per run of dirty ranges that join up across page boundaries."""
+        runs: list[tuple[int, bytearray]] = []
+        for index in indexes:
+            page = cache.pages[index]
+            if page.dirty is None:
+                continue
+            low, high = page.dirty
+            start = index * PAGE_SIZE + low
+            chunk = page.data[low:high]
+            if runs and runs[-1][0] + len(runs[-1][1]) == start:
+                runs[-1][1].extend(chunk)
+            else:
+                runs.append((start, bytearray(chunk)))
+            page.dirty = None
+            cache.dirty.discard(index)
+        for start, data in runs:
+            self._rpc("WRITE")
+            self.server.write_range(fileid, start, bytes(data))
+        if runs:
+            self._own_write(fileid)

@@ -1,0 +1,159 @@
+"""Byte-range writes, stale handles and lock grants, on the simulation and a real client.
+
+Every expectation is DESIGN §3.5 (Linux 6.1 NFSv3 client, knfsd), or, where
+marked "prediction", what the kernel source says (fs/nfs/write.c) and the
+real tier checks.  Setup writes go through a third host ("pos") so that the
+writers hold no cached pages of the file.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from . import programs
+from .test_parity import SLACK, _setup
+
+PAGE = 4096
+
+
+def _written(cluster, base, first, second, content):
+    cluster.run(("pos", programs.write_file, (f"{base}/f", content)))
+    cluster.run(("a", programs.pwrite_and_close, (f"{base}/f", *first)),
+                ("b", programs.pwrite_and_close, (f"{base}/f", *second)))
+    return cluster.run(("grow", programs.read_file, (f"{base}/f",)))[0]
+
+
+def test_two_hosts_writing_different_pages_of_one_file_both_land(cluster):
+    base = _setup(cluster, "pages")
+    data = _written(cluster, base, (b"A" * PAGE, 0, 0.0, 1.0), (b"B" * PAGE, PAGE, 0.0, 2.0),
+                    bytes(2 * PAGE))
+    assert data == b"A" * PAGE + b"B" * PAGE
+
+
+def test_two_hosts_writing_different_ranges_of_one_page_both_land(cluster):
+    base = _setup(cluster, "ranges")
+    data = _written(cluster, base, (b"A" * 100, 0, 0.0, 1.0), (b"B" * 100, 200, 0.0, 2.0),
+                    bytes(PAGE))
+    assert data == b"A" * 100 + bytes(100) + b"B" * 100 + bytes(PAGE - 300)
+
+
+def test_a_shorter_write_closed_last_leaves_the_longer_ones_tail(cluster):
+    base = _setup(cluster, "shorter")
+    data = _written(cluster, base, (b"A" * 5000, 0, 0.0, 1.0), (b"B" * 3000, 0, 0.0, 2.0),
+                    b"")
+    assert data == b"B" * 3000 + b"A" * 2000
+
+
+def test_a_patch_to_a_page_the_writer_holds_up_to_date_rewrites_the_page(cluster):
+    # Prediction (fs/nfs/write.c nfs_can_extend_write): with no locks held and
+    # the page up to date (a wrote the file itself), a's 10-byte write is
+    # extended to the whole page, so a's later close puts back its old copy
+    # of b's bytes.  Wide margins: a's reopen must come before b's close (a
+    # reopen after it sees b's change and drops the page; on a loaded VM a
+    # 1 s process start skew once did exactly that and b's bytes survived).
+    base = _setup(cluster, "extend")
+    cluster.run(("a", programs.write_own_page_then_patch, (f"{base}/f", 1.0, 6.0)),
+                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 0.5, 4.0)))
+    data = cluster.run(("grow", programs.read_file, (f"{base}/f",)))[0]
+    assert data == b"A" * 10 + bytes(PAGE - 10)
+
+
+def test_a_patch_to_a_page_read_in_the_same_open_rewrites_the_whole_page(cluster):
+    # Prediction (fs/nfs/write.c nfs_can_extend_write): no locks held and the
+    # page up to date (a read it), so a's 10-byte write is extended to the
+    # whole page and a's later close puts back its old copy of b's bytes.
+    base = _setup(cluster, "extend-read")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", bytes(PAGE))))
+    cluster.run(("a", programs.read_then_patch, (f"{base}/f", 1.0, 3.0)),
+                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 0.5, 2.0)))
+    data = cluster.run(("grow", programs.read_file, (f"{base}/f",)))[0]
+    assert data == b"A" * 10 + bytes(PAGE - 10)
+
+
+def test_unclosed_writes_reach_the_other_host_before_the_close(cluster):
+    # DESIGN §3.5: visible 0.6 s to 31 s after the write, never only at close.
+    base = _setup(cluster, "writeback")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", b"")))
+    _, seen = cluster.run(("a", programs.write_and_hold, (f"{base}/f", 40.0)),
+                          ("b", programs.first_sighting, (f"{base}/f", b"unflushed", 45.0)),
+                          timeout=90.0)
+    slack = 0.25 if cluster.backend == "sim" else SLACK + 0.25
+    assert 0.6 - slack <= seen <= 31.0 + slack
+
+
+def test_two_hosts_appending_lose_records(cluster):
+    # DESIGN §3.5: each host appends at its cached size; 42-47 % of the
+    # records were lost (some runs also left NUL-filled records).
+    base = _setup(cluster, "append")
+    cluster.run(("a", programs.append_records, (f"{base}/log", "A", 150, 0.1)),
+                ("b", programs.append_records, (f"{base}/log", "B", 150, 0.13)),
+                timeout=120.0)
+    data = cluster.run(("grow", programs.read_file, (f"{base}/log",)))[0]
+    records = [data[i:i + 64] for i in range(0, len(data), 64)]
+    kept = sum(1 for r in records if r[:1] in (b"A", b"B") and r.endswith(b"\n"))
+    assert 0.2 <= 1 - kept / 300 <= 0.65, (kept, len(data))
+
+
+def test_the_holder_of_a_removed_nfs_file_gets_estale_from_fstat_and_read(cluster):
+    # DESIGN §3.5: b lists the .nfs entry, rmdir is ENOTEMPTY, rmtree removes
+    # it; a's fstat and unbuffered read are then ESTALE and close is fine.
+    base = _setup(cluster, "stale-fstat")
+    held, (listed, rmdir, rmtree) = cluster.run(
+        ("a", programs.fstat_read_close_unlinked, (base, 2.0)),
+        ("b", programs.list_rmdir_rmtree, (base, 1.0)))
+    assert len(listed) == 1 and listed[0].startswith(".nfs")
+    assert (rmdir, rmtree) == ("ENOTEMPTY", "removed")
+    assert held == ("ESTALE", "ESTALE", "ok")
+
+
+def test_a_cwd_another_host_removed_is_estale(cluster):
+    base = _setup(cluster, "stale-cwd")
+    cluster.run(("a", programs.write_file, (f"{base}/d/f", b"x")))
+    _, seen = cluster.run(("a", programs.remove_tree_at, (f"{base}/d", 1.0)),
+                          ("b", programs.cwd_after_removal, (f"{base}/d", 2.0)))
+    assert seen == {"listdir": "ESTALE", "open": "ESTALE", "stat": "ESTALE", "getcwd": True,
+                    "exists": False, "chdir": "ESTALE"}
+
+
+def test_a_recreated_cwd_is_stale_until_a_chdir_to_its_path(cluster):
+    base = _setup(cluster, "stale-recreated")
+    cluster.run(("a", programs.write_file, (f"{base}/d/f", b"x")))
+    _, seen = cluster.run(("a", programs.remove_tree_at, (f"{base}/d", 1.0, True)),
+                          ("b", programs.cwd_after_recreation, (f"{base}/d", 2.0)))
+    stat, listing, opened, entries = seen
+    assert stat in ("ok", "ESTALE")  # "may answer from cache" (DESIGN §3.5)
+    assert (listing, opened, entries) == ("ESTALE", "ESTALE", ["new"])
+
+
+def test_a_negative_entry_made_in_a_directory_just_made_elsewhere_is_not_trusted(cluster):
+    # DESIGN §3.5.  b first looks in the parent (twice, so its view of it is
+    # trusted), then a makes d, so b's view of the parent is older than d:
+    # b's LOOKUP of d sees the parent changed, so d's dentry does not verify;
+    # the next walk LOOKUPs d again, sees it changed, and distrusts its
+    # negative entries (fs/nfs/dir.c nfs_lookup, nfs_set_verifier).  A later
+    # negative entry, confirmed by a second lookup, is trusted for acdirmin
+    # (3 s on b) as usual.
+    base = _setup(cluster, "fresh-dir")
+    _, seen = cluster.run(
+        ("a", programs.mkdirs_at, (((0.5, f"{base}/d"), (1.5, f"{base}/d/x"),
+                                    (2.6, f"{base}/d/y")),)),
+        ("b", programs.exists_at, (((0.1, f"{base}/z"), (0.2, f"{base}/z"),
+                                    (1.0, f"{base}/d/x"), (2.0, f"{base}/d/x"),
+                                    (2.2, f"{base}/d/y"), (2.3, f"{base}/d/y"),
+                                    (3.2, f"{base}/d/y"), (5.8, f"{base}/d/y")),)))
+    assert seen == [False, False, False, True, False, False, False, True]
+
+
+def test_a_flock_blocked_on_another_host_is_granted_soon_after_the_release(cluster):
+    # DESIGN §3.5: 6-40 ms on Linux 6.1 (the 6.12 delay is in
+    # tests/simfs/test_kernel_profiles.py; the real tier boots 6.1).
+    base = _setup(cluster, "flock")
+    cluster.run(("pos", programs.write_file, (f"{base}/lock", b"")))
+    released, granted = cluster.run(("a", programs.hold_flock, (f"{base}/lock", 2.0)),
+                                    ("b", programs.wait_flock, (f"{base}/lock", 0.5)))
+    if cluster.backend == "sim":
+        assert granted == pytest.approx(released)
+    else:
+        # 6-40 ms on an idle VM; 0.79 s was seen under emulation on a loaded
+        # machine.  Either is far from 6.12's 30.5 s.
+        assert 0 <= granted - released <= 5.0
