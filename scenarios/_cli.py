@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from . import SCENARIOS, get
 from ._base import Backend, ScenarioError, ScenarioResult, dump_json
 
-BACKENDS = ("sim", "real")
+BACKENDS = ("sim", "real", "compose")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
     fidelity.add_argument("--quiet", action="store_true", help="no progress on stderr")
     fidelity.add_argument("--rpc-latency", type=float, default=0.0, metavar="SECONDS",
                           help="virtual seconds each simulated RPC takes (default 0)")
+    fidelity.add_argument("--backend", default="real", choices=("real", "compose"),
+                          help="the real side: real (NFS_MOUNTS) or compose (default real)")
     return parser
 
 
@@ -59,6 +61,10 @@ def _backend(name: str, rpc_latency: float = 0.0) -> Backend:
         from ._real import RealBackend
 
         return RealBackend.from_environment()
+    if name == "compose":  # docker-compose's stack through the docker SDK
+        from ._compose import open_for_cli
+
+        return open_for_cli()
     raise ScenarioError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
 
 
@@ -115,7 +121,7 @@ def _fidelity(args: argparse.Namespace) -> int:
         raise ScenarioError(f"--trials {args.trials}: allowed: an int >= 1")
     params = scenario_class.resolve_params(_overrides(args.param), args.trials)
     table, flags = run_fidelity(scenario_class(), _backend("sim", args.rpc_latency),
-                                _backend("real"), args.seed,
+                                _backend(args.backend), args.seed,
                                 params, _progress(args.quiet))
     print(table)
     for flag in flags:
