@@ -45,4 +45,16 @@ for want in "--backend real" "scenarios agent" "NFS_AGENTS" "mount -t nfs"; do
         *) echo "validate_compose: nfs_client.sh lacks '$want'" >&2; exit 1 ;;
     esac
 done
-echo "validate_compose: $file is valid (services: $services)"
+# The override for machines without a registry: local client images, and the
+# server container only on request.
+local_file=$here/docker-compose.local.yml
+local_rendered=$(docker-compose -f "$file" -f "$local_file" config)
+if [ "$(echo "$local_rendered" | grep -c 'image: simfs/nfs-client:local')" -ne 2 ]; then
+    echo "validate_compose: $local_file does not give both clients simfs/nfs-client:local" >&2
+    exit 1
+fi
+case $local_rendered in
+    *server-container*) ;;
+    *) echo "validate_compose: $local_file does not put nfs-server behind a profile" >&2; exit 1 ;;
+esac
+echo "validate_compose: $file is valid (services: $services), and so is its local override"
