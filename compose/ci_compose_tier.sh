@@ -66,9 +66,9 @@ rm -rf "$out"
     "$PYTHON" -m scenarios fidelity "$@" --backend compose
 status=$?
 case $status in
-    0) verdict 0 "PASSED (fidelity table above; container logs in $out/out/containers)" ;;
-    86) verdict 3 "NOT RUN: dockerd could not start in the VM (logs in $out/out)" ;;
+    0) verdict 0 "PASSED (fidelity table above; container logs in $out/containers)" ;;
+    86) verdict 3 "NOT RUN: dockerd could not start in the VM (logs in $out)" ;;
     125) verdict 3 "NOT RUN: the VM failed to boot or set up NFS ($out/vm-setup.log)" ;;
     124) verdict 1 "FAILED: timed out after ${VM_TIMEOUT:-1500} s" ;;
-    *) verdict 1 "FAILED: exit $status in the VM (container logs in $out/out/containers)" ;;
+    *) verdict 1 "FAILED: exit $status in the VM (container logs in $out/containers)" ;;
 esac
