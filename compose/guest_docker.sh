@@ -134,6 +134,8 @@ say "imported simfs/nfs-client:local (from ${started}s)"
 
 export NFS_SERVER=127.0.0.1 NFS_EXPORT=/srv/nfs NFS_CLIENT_IMAGE=simfs/nfs-client:local
 export COMPOSE_LOG_DIR="$out/containers"
+# Under the emulator two clients took 157 s to mount and start their agents.
+export COMPOSE_READY_TIMEOUT="${COMPOSE_READY_TIMEOUT:-900}"
 "$@"
 status=$?
 say "command exited $status; stopping dockerd"
