@@ -24,7 +24,7 @@ from . import SCENARIOS, get
 from ._base import Backend, Scenario, ScenarioError, ScenarioResult, dump_json, format_table
 from ._progress import ProgressLine
 
-BACKENDS = ("sim", "real")
+BACKENDS = ("sim", "real", "compose")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 EXIT_STATUS = """\
@@ -153,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     fidelity.add_argument("name", help="a scenario with a comparison: "
                           + ", ".join(_with_fidelity()))
     _add_run_options(fidelity)
+    fidelity.add_argument("--backend", default="real", choices=("real", "compose"),
+                          help="the real side: real (NFS_MOUNTS) or compose (default real)")
     from ._explore_cli import add_commands
 
     add_commands(commands)
@@ -216,6 +218,10 @@ def _backend(name: str, rpc_latency: float = 0.0, recording: bool = False) -> Ba
         from ._sim import SimBackend
 
         return SimBackend(rpc_latency=rpc_latency)
+    if name == "compose":  # docker-compose's stack through the docker SDK
+        from ._compose import open_for_cli
+
+        return open_for_cli()
     from ._real import RealBackend
 
     return RealBackend.from_environment()
@@ -279,7 +285,7 @@ def _fidelity(args: argparse.Namespace) -> int:
     params = scenario_class.resolve_params(_overrides(args.param), args.trials)
     progress = ProgressLine.for_stderr(args.quiet)
     table, flags = run_fidelity(scenario_class(), _backend("sim", args.rpc_latency),
-                                _backend("real"), args.seed, params, progress)
+                                _backend(args.backend), args.seed, params, progress)
     progress.finish()
     print(table)
     for flag in flags:
