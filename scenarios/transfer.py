@@ -198,20 +198,19 @@ WATCH_POLLS = (None, 1.0, 0.5)
 def trial_plans(*, watch: bool | None = None) -> Any:
     """A Hypothesis strategy of trials: a subset of the transfers, delays on a grid.
 
+    The config's pipe presumes the directory the weights' pipe makes (the
+    seed's hidden dependency), so a plan with the config has the weights.
+    Session set-ups are 0-1 s on a 10 ms grid, so two pipes opening at the
+    same instant is common and the schedule decides which goes first.  The
+    weights take 0.33 s or 3.3 s (the consumer's polls over the transfer are
+    most of an example's cost; the seed's 26.4 s adds polls, not cases).
+
     Args:
         watch: whether the consumer watches the final names (every 1 or
             0.5 s); None: drawn, nobody watching included.  Unwatched, the
-            naive variant can only fail by ENOENT: a search for the seed's
-            failure narrows to ``watch=False``, since a search that may
-            watch shrinks to the simpler torn sighting of one file.
-
-    The config's pipe presumes the directory the
-    weights' pipe makes (the seed's hidden dependency), so a plan with the
-    config has the weights.  Session set-ups are 0-1 s on a 10 ms grid, so
-    two pipes opening at the same instant is common and the schedule decides
-    which goes first.  The weights take 0.33 s or 3.3 s (the consumer's
-    polls over the transfer are most of an example's cost; the seed's
-    26.4 s adds polls, not cases).
+            naive variant's first failure is the seed's ENOENT: a search for
+            it narrows to ``watch=False``, since a search that may watch
+            shrinks to the simpler torn sighting of one file.
     """
     from hypothesis import strategies as st
 

@@ -13,8 +13,8 @@ with the scenario's own declaration.
 
 Measured (seed 0): handshake/exists found at example 2, 9 runs with
 shrinking; prune/rmtree at 5 (27); prune/uncapped-retry at 3 (10);
-refit/before at 7 (77); refit/pr at 9 (90); transfer/naive unwatched at 6
-(11); cas/seed on fresh volumes at 6 (77), with a stale blob at 1 (3).
+refit/before at 7 (77); refit/pr at 9 (90); transfer/naive unwatched at 5
+(17); cas/seed on fresh volumes at 6 (77), with a stale blob at 1 (3).
 """
 
 import dataclasses
