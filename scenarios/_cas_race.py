@@ -33,6 +33,7 @@ class RaceRun:
     temps_left: list[str]
     choices: list[int] = field(default_factory=list)
     digest: str = ""
+    virtual_s: float = 0.0  # the world's clock at the end (a fresh world's race)
 
     @property
     def collisions(self) -> int:
@@ -153,9 +154,11 @@ def run_race(plan: RacePlan, variant: str, *, seed: int = 0,
     session = SimSession(dict.fromkeys(HOSTS, MOUNT), seed, chooser=chooser)
     try:
         run = race_on(session, plan, variant, "cas/race")
+        virtual_s = session.world.now
     finally:
         digest = session.close()
-    run.seed, run.choices, run.digest = seed, session.world.choices, digest
+    run.seed, run.choices, run.digest, run.virtual_s = (seed, session.world.choices, digest,
+                                                        virtual_s)
     return run
 
 

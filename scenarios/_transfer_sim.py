@@ -237,6 +237,7 @@ class TrialRun:
     seed: int = 0
     choices: list[int] = field(default_factory=list)
     digest: str = ""
+    virtual_s: float = 0.0  # the world's clock at the end (a fresh world's trial)
 
     @property
     def enoent(self) -> list[str]:
@@ -330,9 +331,10 @@ def run_trial(plan: TrialPlan, variant: str, *, seed: int = 0,
         session.run([ProcessSpec("receiver", clear_base, (BASE,), "clear")], timeout=60)
         run = run_trial_in(session, f"{BASE}/t0/dflash", plan, variant)
         choices = session.world.choices if isinstance(session, SimSession) else []
+        virtual_s = session.world.now if isinstance(session, SimSession) else 0.0
     finally:
         digest = session.close()
-    run.seed, run.choices, run.digest = seed, choices, digest
+    run.seed, run.choices, run.digest, run.virtual_s = seed, choices, digest, virtual_s
     return run
 
 

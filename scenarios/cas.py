@@ -79,6 +79,7 @@ from ._cas_race import (
     run_race,
 )
 from ._cas_sim import HOSTS, KEY, MOUNT
+from ._explore import Chooser, Exploration, Outcome
 
 EXPERIMENTS = ("race", "seed-test", "crash-sweep", "gc-open")
 FAILURE_COLUMNS = (("collision", "collisions"), ("corrupt", "corrupt_served"),
@@ -134,11 +135,12 @@ class RacePlan:
 CHUNK_TIMES = (0.05, 0.1, 0.2, 0.4)
 
 
-def race_plans(*, stale_blob: bool = True) -> Any:
+def race_plans(*, stale_blob: bool | None = None) -> Any:
     """The Hypothesis strategy over ``RacePlan``s: 1-4 writers, starts on a 50 ms grid.
 
     Args:
-        stale_blob: whether a plan may start with a corrupt blob on the volume.
+        stale_blob: whether the volume starts with a corrupt right-size blob
+            of the weights; None: drawn.
     """
     from hypothesis import strategies as st
 
@@ -147,14 +149,60 @@ def race_plans(*, stale_blob: bool = True) -> Any:
                        st.sampled_from(CHUNK_TIMES))
     return st.builds(RacePlan, st.lists(writer, min_size=1, max_size=4).map(tuple),
                      st.integers(1, 4), st.just(4096),
-                     st.booleans() if stale_blob else st.just(False))
+                     st.booleans() if stale_blob is None else st.just(stale_blob))
+
+
+def plan_to_json(plan: RacePlan) -> dict[str, Any]:
+    """A race as the JSON an exploration example and its replay token carry."""
+    return {"writers": [{"host": w.host, "start_s": w.start_s, "chunk_s": w.chunk_s}
+                        for w in plan.writers],
+            "chunks": plan.chunks, "chunk": plan.chunk, "stale_blob": plan.stale_blob}
+
+
+def plan_from_json(example: dict[str, Any]) -> RacePlan:
+    """Raises: ValueError, naming what the race cannot have (``RacePlan``)."""
+    return RacePlan(tuple(Writer(w["host"], w["start_s"], w["chunk_s"])
+                          for w in example["writers"]),
+                    example["chunks"], example["chunk"], example["stale_blob"])
+
+
+def explore_space(*, stale_blob: bool | None = None) -> Any:
+    """Races (``race_plans``), as JSON: what ``python -m scenarios explore cas`` varies
+    (``stale_blob=None``); a search for one of the seed's two bugs fixes it."""
+    return race_plans(stale_blob=stale_blob).map(plan_to_json)
+
+
+def _writers_overlap(run: RaceRun) -> bool:
+    """Whether two writers were downloading at the same time (the race was real)."""
+    spans = []
+    for result in run.results:
+        stamps = [stamp for _, _, stamp in result["journal"]]
+        if stamps:
+            spans.append((min(stamps), max(stamps)))
+    return any(a[0] < b[1] and b[0] < a[1] for i, a in enumerate(spans)
+               for b in spans[i + 1:])
+
+
+def _explore_example(variant: str, example: dict[str, Any], seed: int,
+                     chooser: Chooser) -> Outcome:
+    """One race in a fresh world; the invariants (``check_race``): no two writers hold
+    one temp name at once, no read returns bytes whose BLAKE3 differs from the
+    manifest, no writer fails, no temp is left."""
+    run = run_race(plan_from_json(example), variant, seed=seed, chooser=chooser)
+    reached = [*(["stale blob"] if run.plan.stale_blob else []),
+               *(["overlapping"] if _writers_overlap(run) else []),
+               *(["lost race"] if any(r["lost_races"] for r in run.results) else []),
+               *(["quarantined"] if any(r["quarantined"] for r in run.results) else [])]
+    return Outcome(tuple(run.problems()), run.digest, run.virtual_s, tuple(run.choices),
+                   tuple(reached))
 
 
 # -- the scenario ---------------------------------------------------------------------------
 
 
 __all__ = ["PROBLEM_KINDS", "Cas", "CasInvariantViolated", "RacePlan", "RaceRun", "Writer",
-           "check_race", "count_collisions", "list_temps", "race_on", "race_plans", "run_race"]
+           "check_race", "count_collisions", "explore_space", "list_temps", "plan_from_json",
+           "plan_to_json", "race_on", "race_plans", "run_race"]
 
 
 class Cas(Scenario):
@@ -181,6 +229,8 @@ class Cas(Scenario):
         Variant("reference", "reference.cas.CasStore: writer-unique temps, link() publish, "
                              "verify once per process, age-based sweeps", buggy=False),
     )
+    exploration: ClassVar[Exploration] = Exploration(explore_space, _explore_example,
+                                                     max_deviations=8)
 
     def run(self, backend: Backend, seed: int, params: dict[str, Any],
             progress: Progress) -> ScenarioResult:

@@ -1,5 +1,7 @@
 """One exploration API for every scenario: explore, shrink, replay, shard, share a database."""
 
+import dataclasses
+import functools
 import subprocess
 import sys
 
@@ -21,7 +23,7 @@ def found_stall():
     return explore(get("handshake"), "exists", **FAST)
 
 
-@pytest.mark.parametrize("name", ["handshake", "prune", "refit"])
+@pytest.mark.parametrize("name", ["handshake", "prune", "refit", "transfer", "cas"])
 def test_every_seed_scenario_declares_what_may_vary(name):
     assert exploration_of(get(name)).space is not None
 
@@ -122,3 +124,43 @@ def test_a_spent_wall_budget_ends_a_clean_search_without_a_failure():
     # first example, whatever the machine's speed.
     state = explore(get("handshake"), "marker_exists", examples=1000, budget_s=1e-9)
     assert state.budget_spent and state.failure is None and state.examples == 0
+
+
+def _narrowed(name, **space_args):
+    """The scenario, its search narrowed to part of its space (one of its bugs)."""
+    scenario = get(name)
+    space = functools.partial(scenario.exploration.space, **space_args)
+    return type(f"{scenario.__name__}Narrowed", (scenario,),
+                {"exploration": dataclasses.replace(scenario.exploration, space=space)})
+
+
+def test_exploring_unwatched_naive_transfers_finds_the_config_enoent_and_replays_it():
+    # Seed 003; measured: found at the 5th example, 17 runs with shrinking.
+    found = explore(_narrowed("transfer", watch=False), "naive", examples=20)
+    assert found.failure is not None
+    assert found.failure.example["transfers"] == ["weights", "config"]
+    assert found.failure.outcome.problems[0].startswith("ENOENT in config")
+    # The token names the scenario: replayed by the scenario's own declaration.
+    failure, outcome = replay(found.failure.token)
+    assert failure.scenario == "transfer" and outcome == found.failure.outcome
+
+
+def test_exploring_the_naive_transfers_with_a_watching_consumer_finds_a_violation():
+    found = explore(get("transfer"), "naive", examples=10)
+    assert found.failure is not None and found.failure.outcome.problems
+
+
+def test_exploring_the_seeds_cas_finds_a_violation_and_its_token_replays_in_a_fresh_process():
+    # Seed 004; measured: the unverified reuse of a stale blob at the 5th example.
+    found = explore(get("cas"), "seed", examples=10)
+    assert found.failure is not None
+    rerun = subprocess.run([sys.executable, "-m", "scenarios", "replay", found.failure.token],
+                           capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 1, rerun.stderr
+    assert f"trace sha256 {found.failure.outcome.digest}" in rerun.stdout
+
+
+@pytest.mark.parametrize(("name", "variant"), [("transfer", "reference"), ("cas", "reference")])
+def test_a_few_explored_examples_of_a_reference_find_nothing(name, variant):
+    state = explore(get(name), variant, examples=10)
+    assert state.failure is None and state.examples == 10
