@@ -343,9 +343,15 @@ class Scheduler:
                     self._need_choice = True
                     return None
                 return runnable.pop(self._draw(count))
-            if not self.timers or self.closing:
+            timers = self.timers
+            # A process woken before its deadline leaves its timer behind;
+            # time must not move to it (asyncio's 300 s executor-shutdown
+            # timeout on 3.13 would otherwise end every run at +300 s).
+            while timers and self._stale(timers[0]):
+                heapq.heappop(timers)
+            if not timers or self.closing:
                 return None
-            when = self.timers[0][0]
+            when = timers[0][0]
             if self.until_ns is not None and when > self.until_ns:
                 return None
             self.clock.advance_to(when)
@@ -359,6 +365,13 @@ class Scheduler:
                 f"processes; it must return an int in range({count})")
         self.choices.append(choice)
         return choice
+
+    @staticmethod
+    def _stale(timer: tuple[int, int, Any, int]) -> bool:
+        """A process's timer whose wait already ended (woken, or waiting anew)."""
+        target, token = timer[2], timer[3]
+        return isinstance(target, Process) and (
+            target._wait_token != token or target.state not in (SLEEPING, BLOCKED))
 
     def _fire_due(self, now: int) -> None:
         timers = self.timers

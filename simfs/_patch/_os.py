@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,9 @@ _ESCAPES = (
     "mknod", "chroot", "killpg", "statvfs", "fstatvfs",
 )
 _STDIO = (0, 1, 2)
+# Python 3.13's os functions name themselves in a NUL path's ValueError;
+# open() and older releases say "embedded null byte".
+_OS_NAMES_NULL_BYTES = sys.version_info >= (3, 13)
 # Calls the host answers itself for /, the export's parents and /proc (_proc).
 _HOST_ANSWERS = frozenset({"stat", "access", "readlink", "mkdir"})
 
@@ -60,7 +64,13 @@ def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
             answer = _proc.answer(process, op, outside)
             if _proc.is_answered(answer):
                 return answer
-        return getattr(syscalls, method)(*args, **kwargs)
+        try:
+            return getattr(syscalls, method)(*args, **kwargs)
+        except ValueError as error:
+            # The syscall layer words a NUL in a path as open() does.
+            if _OS_NAMES_NULL_BYTES and str(error) == "embedded null byte":
+                raise ValueError(f"{real.__name__}: embedded null character in path") from None
+            raise
 
     return route
 
