@@ -119,7 +119,7 @@ class World:
         export: the path every host mounts the export at.
         chooser: who picks among simultaneously runnable processes: None (a
             ``random.Random`` seeded from ``seed``), a callable ``(n) -> index``
-            (e.g. a Hypothesis ``data.draw``), or ``world.choices`` of an
+            (e.g. a ``simfs.strategies.schedules()`` draw), or ``world.choices`` of an
             earlier run to replay it.
         faults: a ``FaultPlan``.
         rpc_latency: virtual seconds each RPC takes (0: syscalls are instant).
