@@ -111,6 +111,10 @@ class Trace:
 
     def __getitem__(self, index: int) -> TraceEvent:
         """The kept event at ``index`` (negative indices count from the last)."""
+        pending = self._pending
+        newest = len(pending) if self._keep is None else min(len(pending), self._keep)
+        if -newest <= index < 0:  # trace[-1] and friends: no copy of the trace
+            return TraceEvent(*pending[index])
         return TraceEvent(*self._retained()[index])
 
     def select(self, *, host: str | None = None, process: str | None = None,
