@@ -41,6 +41,7 @@ from .._errors import (
 from ._clock import VirtualClock
 
 if TYPE_CHECKING:
+    from .._os._seam import SyscallSeam
     from .._world import Host
 
 # Process states.
@@ -125,6 +126,10 @@ class Process:
                  "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
                  "thread", "waiting_on", "woken")
 
+    # The process's syscall layer, set by the world as it adds the process:
+    # the routes reach the simulation through this seam only.
+    syscalls: SyscallSeam
+
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
                  daemon: bool, native_id: int) -> None:
@@ -155,7 +160,6 @@ class Process:
         self._joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
-        self.syscalls: Any = None
 
     def __repr__(self) -> str:
         return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self.state]}>"

@@ -17,6 +17,7 @@ from .._errors import simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._locks import INFINITY
 from ._files import OpenFile, allocate_fd, lookup_fd
+from ._seam import PathArg as PathArg
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
-PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 
 class FileCalls:
