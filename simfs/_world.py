@@ -436,16 +436,14 @@ class World:
         """A close that a ``CloseDelay`` held back lands now."""
         if host.crashed:
             return
-        client = host.client
-        saved, client.call_rpcs = client.call_rpcs, []
         outcome = "ok"
-        try:
-            release_file(host, open_file)
-        except OSError as error:
-            outcome = f"errno {error.errno}"
+        with host.client.recording() as rpcs:
+            try:
+                release_file(host, open_file)
+            except OSError as error:
+                outcome = f"errno {error.errno}"
         self.trace.record(self.clock.now_ns, host.name, process.name, "close-landed",
-                          open_file.path, outcome, tuple(client.call_rpcs))
-        client.call_rpcs = saved
+                          open_file.path, outcome, tuple(rpcs))
 
     def _pid_alive(self, pid: int) -> bool:
         """Whether a simulated process with this pid still has a live thread."""

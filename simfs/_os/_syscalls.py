@@ -97,7 +97,7 @@ class Syscalls(FileCalls):
         if (writebacks is not None and writebacks.next_ns is not None
                 and writebacks.next_ns <= self._clock.now_ns):
             writebacks.run_due(self._clock.now_ns)
-        client.call_rpcs = []
+        record = client.begin_call()
         try:
             faults = self._world.faults
             if faults is not None:
@@ -111,9 +111,9 @@ class Syscalls(FileCalls):
             outcome = errno_name(error.errno) if error.errno is not None else type(error).__name__
             if getattr(error, "simfs_injected", False):
                 outcome += " (injected)"
-            self._finish(op, shown, outcome)
+            self._finish(op, shown, outcome, record)
             raise
-        self._finish(op, shown, _describe(result))
+        self._finish(op, shown, _describe(result), record)
         return result
 
     def _inject(self, rule: object) -> None:
@@ -129,8 +129,8 @@ class Syscalls(FileCalls):
             error.simfs_injected = True  # type: ignore[attr-defined]
             raise error
 
-    def _finish(self, op: str, shown: str, outcome: str) -> None:
-        rpcs = tuple(self._client.call_rpcs)
+    def _finish(self, op: str, shown: str, outcome: str, record: list[str]) -> None:
+        rpcs = tuple(record)
         trace = self._world.trace
         trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
                      outcome, rpcs)
