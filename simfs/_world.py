@@ -36,8 +36,6 @@ from ._nfs._mount import MountOptions
 from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
 from ._nfs._server import Server
 from ._nfs._serverview import ServerView
-from ._os._fileio import release_file
-from ._os._files import OpenFile
 from ._os._syscalls import Syscalls
 
 Chooser = Callable[[int], int]
@@ -431,19 +429,6 @@ class World:
             self.scheduler.detach(process, f"host {host.name!r} crashed")
         host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
-
-    def _delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
-        """A close that a ``CloseDelay`` held back lands now."""
-        if host.crashed:
-            return
-        outcome = "ok"
-        with host.client.recording() as rpcs:
-            try:
-                release_file(host, open_file)
-            except OSError as error:
-                outcome = f"errno {error.errno}"
-        self.trace.record(self.clock.now_ns, host.name, process.name, "close-landed",
-                          open_file.path, outcome, tuple(rpcs))
 
     def _pid_alive(self, pid: int) -> bool:
         """Whether a simulated process with this pid still has a live thread."""

@@ -119,10 +119,27 @@ class FileCalls:
         delay = 0.0 if faults is None else faults.close_delay(self._host.name, open_file.path)
         if delay:
             self._scheduler.call_at(self._clock.now_ns + round(delay * NS_PER_S),
-                                    lambda: self._world._delayed_close(self._host, self._process,
-                                                                      open_file))
+                                    lambda: self._close_lands(open_file))
             return
-        release_file(self._host, open_file)
+        release_file(self._client, open_file)
+
+    def _close_lands(self, open_file: OpenFile) -> None:
+        """A close that a ``CloseDelay`` held back lands now.
+
+        It is the client finishing the close on its own time (the removal
+        windows of DESIGN §3.4): its own trace event, with the RPCs it sent,
+        none of them counted to whatever syscall is in progress.
+        """
+        if self._host.crashed:
+            return  # a crashed host's open files stay open (.nfs orphans)
+        outcome = "ok"
+        with self._client.recording() as rpcs:
+            try:
+                release_file(self._client, open_file)
+            except OSError as error:
+                outcome = f"errno {error.errno}"
+        self._world.trace.record(self._clock.now_ns, self._host.name, self._process.name,
+                                 "close-landed", open_file.path, outcome, tuple(rpcs))
 
     def dup(self, fd: int) -> int:
         open_file = self._file(fd)
@@ -139,7 +156,7 @@ class FileCalls:
         if open_file.refs == 0:
             self._world.locks.release_owner(("flock", open_file.ofd_id))
             try:
-                release_file(self._host, open_file)
+                release_file(self._client, open_file)
             except OSError:
                 pass
 
@@ -335,9 +352,8 @@ def _lock_name(operation: int) -> str:
     return f"{kind}|LOCK_NB" if operation & _LOCK_NB else kind
 
 
-def release_file(host: Host, open_file: OpenFile) -> None:
+def release_file(client: NfsClient, open_file: OpenFile) -> None:
     """The end of a close: flush written data, then release the open."""
-    client = host.client
     try:
         if open_file.writable:
             client.flush(open_file.fileid)
