@@ -28,7 +28,7 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._errors import (
     BlockedOutsideSimulation,
@@ -42,7 +42,6 @@ from ._clock import VirtualClock
 
 if TYPE_CHECKING:
     from .._os._seam import SyscallSeam
-    from .._world import Host
 
 # Process states.
 NEW: Final = 0
@@ -63,6 +62,13 @@ _tls = _thread._local()
 _STOP_ROUNDS: Final = 50
 # How often, per step_timeout, the watchdog samples a running process's progress.
 _SAMPLES: Final = 4
+
+
+class Placement(Protocol):
+    """Where a process runs, as far as the engine cares: a name for its messages."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def current_process() -> Process | None:
@@ -130,7 +136,7 @@ class Process:
     # the routes reach the simulation through this seam only.
     syscalls: SyscallSeam
 
-    def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
+    def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Placement,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
                  daemon: bool, native_id: int) -> None:
         self.scheduler = scheduler
@@ -169,6 +175,11 @@ class Process:
         """Whether the process has finished (returned, raised or was stopped)."""
         return self.state == DONE
 
+    @property
+    def active(self) -> bool:
+        """Whether the process may still run: neither finished nor detached for good."""
+        return self.state != DONE and self.state != DETACHED
+
     def group_random(self) -> random.Random:
         """The seeded generator behind os.urandom and the random module in this process."""
         return self.group.random()
@@ -204,14 +215,16 @@ class Scheduler:
     """Owns the virtual clock, the runnable set and the timers."""
 
     def __init__(self, clock: VirtualClock, choose: Callable[[int], int], *,
-                 choose_on_main: bool, step_timeout: float, max_events: int) -> None:
+                 choose_on_main: bool, step_timeout: float, max_events: int,
+                 processes: list[Process] | None = None,
+                 on_exit: Callable[[Process], None] | None = None) -> None:
         self.clock = clock
         self._choose = choose
         self._choose_on_main = choose_on_main
         self.step_timeout = step_timeout
         self.max_events = max_events
-        # Every process of the world, for the runaway report (handed down by the world).
-        self.processes: list[Process] = []
+        # Every process of the world, for the runaway report (the world's own list).
+        self.processes: list[Process] = [] if processes is None else processes
         self.choices: list[int] = []
         self.runnable: list[Process] = []
         self.timers: list[tuple[int, int, Any, int]] = []
@@ -225,7 +238,7 @@ class Scheduler:
         self.closing = False
         self.broken: BaseException | None = None
         self.fatal: BaseException | None = None
-        self.on_exit: Callable[[Process], None] = lambda process: None
+        self.on_exit: Callable[[Process], None] = on_exit or (lambda process: None)
 
     # -- called by the running process ---------------------------------------
 
@@ -303,6 +316,11 @@ class Scheduler:
         process._baton.acquire()
         if process.kill is not None:
             raise process.kill
+
+    def add(self, process: Process) -> None:
+        """A new process: runnable now, it starts when the scheduler picks it."""
+        process.state = RUNNABLE
+        self.runnable.append(process)
 
     def wake(self, process: Process) -> None:
         """Make a blocked process runnable at the current instant."""
@@ -464,6 +482,11 @@ class Scheduler:
             raise self.broken
         self.until_ns = until_ns
         self._hand_on_from_main(self._pick(on_main=True))
+
+    def take_fatal(self) -> BaseException | None:
+        """The error that stopped the last run (a runaway, a chooser's), once."""
+        fatal, self.fatal = self.fatal, None
+        return fatal
 
     @property
     def quiescent(self) -> bool:

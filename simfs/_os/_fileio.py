@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from .._engine._scheduler import Process, ProcessGroup, Scheduler
     from .._nfs._client import NfsClient
-    from .._world import Host, World
+    from ._context import SyscallHost, SyscallWorld
 
 T = TypeVar("T")
 
@@ -33,8 +33,8 @@ _TMPFILE = getattr(os, "O_TMPFILE", 0)
 class FileCalls:
     """open/close/read/write/fsync/lseek/ftruncate/sendfile/dup and flock/lockf."""
 
-    _world: World
-    _host: Host
+    _world: SyscallWorld
+    _host: SyscallHost
     _process: Process
     _client: NfsClient
     _scheduler: Scheduler

@@ -25,7 +25,7 @@ from ._files import OpenFile, lookup_fd
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
-    from .._world import Host, World
+    from ._context import SyscallHost, SyscallWorld
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ def _describe(result: object) -> str:
 class Syscalls(FileCalls):
     """The syscalls of one simulated process (threads share their process's fds)."""
 
-    def __init__(self, world: World, host: Host, process: Process) -> None:
+    def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process) -> None:
         self._world = world
         self._host = host
         self._process = process

@@ -17,6 +17,7 @@ from typing import Any
 from .._engine._scheduler import current_process
 from .._errors import simulated_oserror
 from .._os._seam import SyscallSeam
+from .._world import host_of
 from . import _proc
 from ._registry import escape, patch
 
@@ -178,7 +179,7 @@ def _install_specials() -> None:
             return real_kill(pid, signal)
         if signal != 0:
             raise escape(process, f"os.kill({pid}, {signal}) is not simulated")
-        if not process.host.world._pid_alive(pid):
+        if not host_of(process).world._pid_alive(pid):
             raise simulated_oserror(errno.ESRCH)
         return None
 
