@@ -25,6 +25,11 @@ class SyscallSeam(Protocol):
 
     # -- the process and the world --------------------------------------------
 
+    @property
+    def export(self) -> str:
+        """Where the export is mounted: routes tell the host's own paths by it."""
+        ...
+
     def owns_fd(self, fd: int) -> bool:
         """Whether ``fd`` is one of this process's simulated descriptors."""
         ...

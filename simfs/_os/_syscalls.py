@@ -29,10 +29,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# The trace's outcome text for each sleep length seen ("1s"): a sleep loop
-# records one event per sleep, and sharing the string keeps each event small.
-_SLEEP_OUTCOMES: dict[float, str] = {}
-
+# Each sleep length seen -> (the trace's outcome text, "1s", and its length in
+# ns): a sleep loop records one event per sleep, and sharing the string keeps
+# each event small and skips the conversion.
+_SLEEPS: dict[float, tuple[str, int]] = {}
 
 
 def _named(path: object) -> object:
@@ -70,6 +70,7 @@ class Syscalls(FileCalls):
         self._fds: dict[int, OpenFile] = process.group.fds
         self._group = process.group
         self._export = world.export
+        self.export = world.export
         self._prefix = world.export + "/"
         # Absolute path as written -> (normalized, components); only absolute
         # str paths are stored, so a hit never depends on the working directory.
@@ -136,9 +137,9 @@ class Syscalls(FileCalls):
                      outcome, rpcs)
         latency = self._world.rpc_latency_ns
         if rpcs and latency:
-            self._scheduler.sleep(len(rpcs) * latency)
+            self._scheduler.sleep_running(self._process, len(rpcs) * latency)
         else:
-            self._scheduler.yield_now()
+            self._scheduler.yield_running(self._process)
 
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""
@@ -153,15 +154,21 @@ class Syscalls(FileCalls):
         process = self._process
         if process.kill is not None:
             raise process.kill
-        outcome = _SLEEP_OUTCOMES.get(seconds)
-        if outcome is None:
+        known = _SLEEPS.get(seconds)
+        if known is None:
             outcome = f"{seconds:g}s"
-            if len(_SLEEP_OUTCOMES) < 4096:
-                _SLEEP_OUTCOMES[seconds] = outcome
-        process.last_call = ("sleep", outcome)
-        self._world.trace.record(self._clock.now_ns, self._host.name, process.name, "sleep", "",
-                                 outcome)
-        self._scheduler.sleep(seconds_to_ns(seconds, "sleep length"))
+            process.last_call = ("sleep", outcome)
+            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+                                     "sleep", "", outcome)
+            length_ns = seconds_to_ns(seconds, "sleep length")  # raises after the event
+            if len(_SLEEPS) < 4096:
+                _SLEEPS[seconds] = (outcome, length_ns)
+        else:
+            outcome, length_ns = known
+            process.last_call = ("sleep", outcome)
+            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+                                     "sleep", "", outcome)
+        self._scheduler.sleep_running(process, length_ns)
 
     # -- paths ------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, _tls, current_process
 from .._errors import simulated_oserror
 from .._os._seam import SyscallSeam
 from .._world import host_of
@@ -58,7 +58,7 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
     host_answers = name in _HOST_ANSWERS
 
     def route(*args: Any, **kwargs: Any) -> Any:
-        process = current_process()
+        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
             return real(*args, **kwargs)
         syscalls = process.syscalls
@@ -83,7 +83,7 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
 
 def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
     def route(fd: Any, *args: Any, **kwargs: Any) -> Any:
-        process = current_process()
+        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
             return real(fd, *args, **kwargs)
         if not isinstance(fd, int):

@@ -57,7 +57,7 @@ def _stat(mode: int, dev: int, ino: int, size: int = 0, nlink: int = 1) -> os.st
 
 
 def _is_outside(process: Process, text: str) -> bool:
-    export = host_of(process).world.export
+    export = process.syscalls.export
     return text.startswith("/") and text != export and not text.startswith(export + "/")
 
 
@@ -75,6 +75,10 @@ def _normalized(path: object) -> str | None:
 
 def outside_export(process: Process, path: object) -> str | None:
     """``path`` normalised if it names something outside the export, else None."""
+    export = process.syscalls.export
+    if (path.__class__ is str and path.startswith(export + "/")
+            and "/." not in path and "//" not in path):
+        return None  # the common case: a normal path inside the export
     text = _normalized(path)
     if text is None or not _is_outside(process, text):
         return None

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._engine._clock import NS_PER_S
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, _tls, current_process
 from .._world import host_of
 from ._registry import patch
 
@@ -87,7 +87,7 @@ def install() -> None:
     real_sleep = time.sleep
 
     def sleep(seconds: float) -> None:
-        process = current_process()
+        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
             return real_sleep(seconds)
         process.syscalls.sleep(seconds)
