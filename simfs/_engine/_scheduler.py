@@ -2,12 +2,20 @@
 
 Why threads with a baton, not greenlets (DESIGN §3.2): every simulated
 process must be able to run ``trio.run``, and trio keeps its run state in a
-``threading.local``; two hosts running async code would clash on one
-greenlet thread.  Threads also keep users' own ``threading.local`` working.
-The price is the switch: measured here (``python bench/bench_core.py``) at
-about 10-20 µs per baton pass against 0.4 µs for greenlet, and paid only
-when a different process runs next.  A process that is the only runnable one
-passes its yield points without any OS switch.
+``threading.local`` made when trio is imported; two hosts running async code
+would clash on one greenlet thread.  So would every other thread-local made
+before a run (filelock 4.3's ThreadLocalFileContext) and users' own
+``threading.local``s.  The price is the switch, measured for issue 16 on the
+2-CPU CI machine: a baton pass between OS threads costs 11-18 µs with 2
+threads and 23-25 µs with 1,000 (a ring of ``_thread`` locks, no simfs); a
+greenlet switch 0.8-0.9 µs at any count.  It is paid only when a different
+process runs next: a process that is the only runnable one, or that the
+chooser picks again, passes its yield points without any OS switch, and a
+sleep with nothing due before it moves the clock in place.  With many hosts
+polling in step the chooser seldom picks the running process again, so a
+poll costs about two passes where it costs about one with two hosts: that,
+and each pass costing more with more threads, is what grows with the host
+count (``python bench/bench_core.py``, host scaling).
 
 Exactly one thread holds the baton: the running process, or the thread
 that called ``run()``.  A process gives the baton up at every simulated
