@@ -1,6 +1,6 @@
 """The core's costs against issue 16's targets, measured side by side in one run.
 
-    python bench/bench_core.py [--quick]
+    python bench/bench_core.py [--quick] [--profile]
 
 Prints ratios, never asserts: machine load moves every absolute number, the
 ratios measured in one run move much less.  Sections:
@@ -12,9 +12,10 @@ ratios measured in one run move much less.  Sections:
 - one simulated poll (a stat answered from a cached negative entry, then a
   sleep) in CPU µs, beside a real ``os.stat`` of a missing file on tmpfs plus
   a no-op call;
-- host scaling: µs per poll with 2 to 1,000 hosts polling at once (each
-  syscall of another host is a baton pass between OS threads);
-- memory: peak RSS of a run of about 1M trace events, beside an empty world.
+- host scaling: µs per poll (wall and CPU) with 2 to 1,000 hosts polling at
+  once (each syscall of another host is a baton pass between OS threads);
+- memory: peak RSS of a run of about 1M trace events, beside an empty world;
+- with ``--profile``: the top entries of a cProfile of one poller.
 """
 
 from __future__ import annotations
@@ -115,22 +116,48 @@ def poll_cost() -> None:
 
 
 def host_scaling() -> None:
-    counts = (2, 8, 32, 128) if QUICK else (2, 8, 32, 128, 1000)
-    total_polls = 4_000 if QUICK else 20_000
-    print("\nhost scaling: one poller per host, wall µs per poll"
+    counts = (2, 8, 32, 128, 1000)
+    total_polls = 8_000 if QUICK else 20_000
+    print("\nhost scaling: one poller per host, µs per poll"
           " (target: 128 and 1,000 hosts within 1.5x of 2)")
     base = None
     for count in counts:
-        polls = max(total_polls // count, 4)
+        polls = max(total_polls // count, 8)
         world, names = _world_with_hosts(count)
         for name in names:
             world.spawn(name, _poller(MISSING, polls, 0.1))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         world.run()
         per_poll = (time.perf_counter() - start) / (polls * count) * 1e6
+        cpu_per_poll = (time.process_time() - cpu) / (polls * count) * 1e6
         world.close()
         base = base or per_poll
-        print(f"  {count:5d} hosts  {per_poll:8.2f} µs   {per_poll / base:5.2f}x of 2 hosts")
+        print(f"  {count:5d} hosts  wall {per_poll:8.2f} µs  CPU {cpu_per_poll:8.2f} µs   "
+              f"{per_poll / base:5.2f}x of 2 hosts")
+
+
+def poll_profile() -> None:
+    """Where one poll's CPU goes: cProfile of a poller, top entries by own time."""
+    import cProfile
+    import pstats
+
+    polls = 20_000
+    world, (host,) = _world_with_hosts(1)
+    profile = cProfile.Profile()
+    poll = _poller(MISSING, polls, 0.1)
+
+    def profiled() -> None:
+        profile.enable()
+        try:
+            poll()
+        finally:
+            profile.disable()
+
+    world.spawn(host, profiled)
+    world.run()
+    world.close()
+    print(f"\nprofile of {polls:,} polls (cProfile inflates small calls; read it for shares)")
+    pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(14)
 
 
 _MEMORY_CHILD = """
@@ -176,6 +203,8 @@ def main() -> None:
     poll_cost()
     host_scaling()
     memory()
+    if "--profile" in sys.argv:
+        poll_profile()
 
 
 if __name__ == "__main__":

@@ -136,6 +136,10 @@ class ProcessKilled(BaseException):
     """
 
 
+# os.strerror's text per errno, looked up once: a poll builds one ENOENT per stat.
+_STRERROR: dict[int, str] = {}
+
+
 def simulated_oserror(code: int, path: str | bytes | None = None,
                       path2: str | bytes | None = None) -> OSError:
     """An ``OSError`` of the right subclass, reading exactly as the real one.
@@ -144,7 +148,9 @@ def simulated_oserror(code: int, path: str | bytes | None = None,
     so the text is the real one; that the error was simulated shows in the
     trace and in the ``simfs_simulated`` attribute.
     """
-    message = os.strerror(code)
+    message = _STRERROR.get(code)
+    if message is None:
+        message = _STRERROR[code] = os.strerror(code)
     if path2 is not None:
         error = OSError(code, message, path, None, path2)
     elif path is not None:

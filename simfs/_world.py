@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._engine import _scheduler as sched
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._scheduler import Process, ProcessGroup, Scheduler
 from ._engine._trace import Trace
@@ -36,8 +35,6 @@ from ._nfs._mount import MountOptions
 from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
 from ._nfs._server import Server
 from ._nfs._serverview import ServerView
-from ._os._fileio import release_file
-from ._os._files import OpenFile
 from ._os._syscalls import Syscalls
 
 Chooser = Callable[[int], int]
@@ -180,16 +177,15 @@ class World:
         self.epoch_ns = EPOCH_NS
         self.clock = VirtualClock()
         choose, on_main = _make_chooser(seed, chooser)
+        self.processes: list[Process] = []
         self.scheduler = Scheduler(self.clock, choose, choose_on_main=on_main,
-                                   step_timeout=step_timeout, max_events=max_events)
-        self.scheduler.on_exit = self._on_exit
+                                   step_timeout=step_timeout, max_events=max_events,
+                                   processes=self.processes, on_exit=self._on_exit)
         self.server_state = Server(self.clock, self.epoch_ns)
         self.server = ServerView(self.server_state, export)
         self.trace = Trace(keep=trace_keep)
         self.locks = LockTable(self.scheduler)
         self.hosts: dict[str, Host] = {}
-        self.processes: list[Process] = []
-        self.scheduler.processes = self.processes
         # Loud failures (escapes, runaways) re-raised by run() even if caught.
         self.escapes: list[SimfsError] = []
         self.plan = faults or FaultPlan()
@@ -257,7 +253,7 @@ class World:
     def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
                      daemon: bool) -> Process:
         """A thread started inside ``parent``'s process: same host, same descriptors."""
-        return self._add_process(parent.host, target, self._unique_name(name), parent.group,
+        return self._add_process(host_of(parent), target, self._unique_name(name), parent.group,
                                  parent=parent, daemon=daemon, native_id=next(self._pids))
 
     def _as_callable(self, target: Callable[..., Any], args: tuple[Any, ...],
@@ -291,8 +287,7 @@ class World:
         self.processes.append(process)
         host.processes.append(process)
         group.live_threads.append(process)
-        process.state = sched.RUNNABLE
-        self.scheduler.runnable.append(process)
+        self.scheduler.add(process)
         return process
 
     # -- running ----------------------------------------------------------------
@@ -344,9 +339,8 @@ class World:
         except BaseException:
             self._teardown()
             raise
-        if self.scheduler.fatal is not None:
-            fatal = self.scheduler.fatal
-            self.scheduler.fatal = None
+        fatal = self.scheduler.take_fatal()
+        if fatal is not None:
             self._teardown()
             raise fatal
         if self.escapes:
@@ -364,9 +358,10 @@ class World:
         """Processes that raised since the last run(), marked as seen."""
         failures: list[tuple[str, str, BaseException]] = []
         for process in self.processes:
-            error = process._error
-            if (process in self._reported or process.state != sched.DONE or error is None
-                    or isinstance(error, (HostCrashed, ProcessNotFinished))):
+            if process in self._reported or not process.done:
+                continue
+            error = process.exception()
+            if error is None or isinstance(error, (HostCrashed, ProcessNotFinished)):
                 continue
             self._reported.add(process)
             failures.append((process.name, process.host.name, error))
@@ -379,7 +374,7 @@ class World:
         abandoned quietly (an idle pool worker); a blocked main function is a
         deadlock.
         """
-        waiting = [p for p in self.processes if p.state not in (sched.DONE, sched.DETACHED)]
+        waiting = [p for p in self.processes if p.active]
         stuck = [p for p in waiting if p.parent is None]
         descriptions = [p.describe() for p in waiting]
         self._teardown()
@@ -432,24 +427,9 @@ class World:
         host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
 
-    def _delayed_close(self, host: Host, process: Process, open_file: OpenFile) -> None:
-        """A close that a ``CloseDelay`` held back lands now."""
-        if host.crashed:
-            return
-        client = host.client
-        saved, client.call_rpcs = client.call_rpcs, []
-        outcome = "ok"
-        try:
-            release_file(host, open_file)
-        except OSError as error:
-            outcome = f"errno {error.errno}"
-        self.trace.record(self.clock.now_ns, host.name, process.name, "close-landed",
-                          open_file.path, outcome, tuple(client.call_rpcs))
-        client.call_rpcs = saved
-
     def _pid_alive(self, pid: int) -> bool:
         """Whether a simulated process with this pid still has a live thread."""
-        return any(p.group.pid == pid and p.state not in (sched.DONE, sched.DETACHED)
+        return any(p.group.pid == pid and p.active
                    for p in self.processes)
 
     def _next_ofd_id(self) -> int:
@@ -463,7 +443,7 @@ class World:
     # -- process lifecycle --------------------------------------------------------
 
     def _on_exit(self, process: Process) -> None:
-        error = process._error
+        error = process.exception()
         outcome = "ok" if error is None else type(error).__name__
         self.trace.record(self.clock.now_ns, process.host.name, process.name, "exit", "",
                           outcome)
@@ -477,8 +457,20 @@ class World:
         for thread in list(group.live_threads):
             self.scheduler.detach(thread, "its process exited (daemon thread)")
         group.live_threads.clear()
-        if not process.host.crashed:
-            Syscalls(self, process.host, process).close_all()
+        if not host_of(process).crashed:
+            Syscalls(self, host_of(process), process).close_all()
+
+
+def host_of(process: Process) -> Host:
+    """The ``Host`` a process runs on (the engine knows it only as a ``Placement``).
+
+    Raises:
+        TypeError: the process was not made by a ``World``.
+    """
+    host = process.host
+    if not isinstance(host, Host):
+        raise TypeError(f"process {process.name!r} runs on {host!r}, not on a simfs Host")
+    return host
 
 
 def _name_of(target: Callable[..., Any]) -> str:

@@ -17,15 +17,14 @@ from ._engine._scheduler import current_process
 from ._errors import SimfsError
 from ._os._dirent import SimScandirIterator
 from ._os._fileio import PathArg
-from ._os._syscalls import Syscalls
+from ._os._seam import SyscallSeam
 
 
-def _syscalls(what: str) -> Syscalls:
+def _syscalls(what: str) -> SyscallSeam:
     process = current_process()
-    if process is None or process.syscalls is None:
+    if process is None:
         raise SimfsError(f"simfs.posix.{what} was called outside a simulated process")
-    syscalls: Syscalls = process.syscalls
-    return syscalls
+    return process.syscalls
 
 
 def stat(path: PathArg | int, **kwargs: Any) -> os.stat_result:

@@ -2,12 +2,20 @@
 
 Why threads with a baton, not greenlets (DESIGN §3.2): every simulated
 process must be able to run ``trio.run``, and trio keeps its run state in a
-``threading.local``; two hosts running async code would clash on one
-greenlet thread.  Threads also keep users' own ``threading.local`` working.
-The price is the switch: measured here (``python bench/bench_core.py``) at
-about 10-20 µs per baton pass against 0.4 µs for greenlet, and paid only
-when a different process runs next.  A process that is the only runnable one
-passes its yield points without any OS switch.
+``threading.local`` made when trio is imported; two hosts running async code
+would clash on one greenlet thread.  So would every other thread-local made
+before a run (filelock 4.3's ThreadLocalFileContext) and users' own
+``threading.local``s.  The price is the switch, measured for issue 16 on the
+2-CPU CI machine: a baton pass between OS threads costs 11-18 µs with 2
+threads and 23-25 µs with 1,000 (a ring of ``_thread`` locks, no simfs); a
+greenlet switch 0.8-0.9 µs at any count.  It is paid only when a different
+process runs next: a process that is the only runnable one, or that the
+chooser picks again, passes its yield points without any OS switch, and a
+sleep with nothing due before it moves the clock in place.  With many hosts
+polling in step the chooser seldom picks the running process again, so a
+poll costs about two passes where it costs about one with two hosts: that,
+and each pass costing more with more threads, is what grows with the host
+count (``python bench/bench_core.py``, host scaling).
 
 Exactly one thread holds the baton: the running process, or the thread
 that called ``run()``.  A process gives the baton up at every simulated
@@ -28,7 +36,7 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._errors import (
     BlockedOutsideSimulation,
@@ -41,7 +49,7 @@ from .._errors import (
 from ._clock import VirtualClock
 
 if TYPE_CHECKING:
-    from .._world import Host
+    from .._os._seam import SyscallSeam
 
 # Process states.
 NEW: Final = 0
@@ -62,6 +70,13 @@ _tls = _thread._local()
 _STOP_ROUNDS: Final = 50
 # How often, per step_timeout, the watchdog samples a running process's progress.
 _SAMPLES: Final = 4
+
+
+class Placement(Protocol):
+    """Where a process runs, as far as the engine cares: a name for its messages."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def current_process() -> Process | None:
@@ -125,7 +140,11 @@ class Process:
                  "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
                  "thread", "waiting_on", "woken")
 
-    def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Host,
+    # The process's syscall layer, set by the world as it adds the process:
+    # the routes reach the simulation through this seam only.
+    syscalls: SyscallSeam
+
+    def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Placement,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
                  daemon: bool, native_id: int) -> None:
         self.scheduler = scheduler
@@ -155,7 +174,6 @@ class Process:
         self._joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
-        self.syscalls: Any = None
 
     def __repr__(self) -> str:
         return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self.state]}>"
@@ -164,6 +182,11 @@ class Process:
     def done(self) -> bool:
         """Whether the process has finished (returned, raised or was stopped)."""
         return self.state == DONE
+
+    @property
+    def active(self) -> bool:
+        """Whether the process may still run: neither finished nor detached for good."""
+        return self.state != DONE and self.state != DETACHED
 
     def group_random(self) -> random.Random:
         """The seeded generator behind os.urandom and the random module in this process."""
@@ -200,14 +223,16 @@ class Scheduler:
     """Owns the virtual clock, the runnable set and the timers."""
 
     def __init__(self, clock: VirtualClock, choose: Callable[[int], int], *,
-                 choose_on_main: bool, step_timeout: float, max_events: int) -> None:
+                 choose_on_main: bool, step_timeout: float, max_events: int,
+                 processes: list[Process] | None = None,
+                 on_exit: Callable[[Process], None] | None = None) -> None:
         self.clock = clock
         self._choose = choose
         self._choose_on_main = choose_on_main
         self.step_timeout = step_timeout
         self.max_events = max_events
-        # Every process of the world, for the runaway report (handed down by the world).
-        self.processes: list[Process] = []
+        # Every process of the world, for the runaway report (the world's own list).
+        self.processes: list[Process] = [] if processes is None else processes
         self.choices: list[int] = []
         self.runnable: list[Process] = []
         self.timers: list[tuple[int, int, Any, int]] = []
@@ -221,7 +246,7 @@ class Scheduler:
         self.closing = False
         self.broken: BaseException | None = None
         self.fatal: BaseException | None = None
-        self.on_exit: Callable[[Process], None] = lambda process: None
+        self.on_exit: Callable[[Process], None] = on_exit or (lambda process: None)
 
     # -- called by the running process ---------------------------------------
 
@@ -234,7 +259,17 @@ class Scheduler:
 
     def yield_now(self) -> None:
         """A yield point: the caller stays runnable; someone else may run first."""
-        process = self.checkpoint()
+        self.yield_running(self.checkpoint())
+
+    def yield_running(self, process: Process) -> None:
+        """``yield_now`` for the running process the caller already holds.
+
+        The syscall path has its process at hand; reading it back from the
+        thread-local would cost as much as the yield itself when nothing
+        else is runnable.
+        """
+        if process.kill is not None:
+            raise process.kill
         self.progress += 1
         if self.progress > self.max_events:
             self._stop_runaway(process)
@@ -245,20 +280,38 @@ class Scheduler:
         self._dispatch(process)
 
     def sleep_until(self, when_ns: int) -> None:
-        process = self.checkpoint()
+        self._sleep_until(self.checkpoint(), when_ns)
+
+    def sleep(self, seconds_ns: int) -> None:
+        self.sleep_running(self.checkpoint(), seconds_ns)
+
+    def sleep_running(self, process: Process, seconds_ns: int) -> None:
+        """``sleep`` for the running process the caller already holds."""
+        if process.kill is not None:
+            raise process.kill
+        self._sleep_until(process, self.clock.now_ns + seconds_ns)
+
+    def _sleep_until(self, process: Process, when_ns: int) -> None:
         self.progress += 1
         if self.progress > self.max_events:
             self._stop_runaway(process)
-        if when_ns <= self.clock.now_ns:
-            self.yield_now()
+        clock = self.clock
+        if when_ns <= clock.now_ns:
+            self.yield_running(process)
+            return
+        timers = self.timers
+        if (not self.runnable and (not timers or timers[0][0] > when_ns) and not self.closing
+                and (self.until_ns is None or when_ns <= self.until_ns)):
+            # Nothing else can happen before this sleeper wakes, so the
+            # scheduler would pick it next at when_ns anyway: move time on in
+            # place (the same run, without the timer's push and pop).
+            clock.now_ns = when_ns
+            process._wait_token += 2  # as the push and the firing would
             return
         process.state = SLEEPING
         process._wait_token += 1
-        heapq.heappush(self.timers, (when_ns, next(self._seq), process, process._wait_token))
+        heapq.heappush(timers, (when_ns, next(self._seq), process, process._wait_token))
         self._dispatch(process)
-
-    def sleep(self, seconds_ns: int) -> None:
-        self.sleep_until(self.clock.now_ns + seconds_ns)
 
     def block(self, waiting_on: str, deadline_ns: int | None = None) -> bool:
         """Park until ``wake()``; True if woken, False if the deadline passed."""
@@ -299,6 +352,11 @@ class Scheduler:
         process._baton.acquire()
         if process.kill is not None:
             raise process.kill
+
+    def add(self, process: Process) -> None:
+        """A new process: runnable now, it starts when the scheduler picks it."""
+        process.state = RUNNABLE
+        self.runnable.append(process)
 
     def wake(self, process: Process) -> None:
         """Make a blocked process runnable at the current instant."""
@@ -460,6 +518,11 @@ class Scheduler:
             raise self.broken
         self.until_ns = until_ns
         self._hand_on_from_main(self._pick(on_main=True))
+
+    def take_fatal(self) -> BaseException | None:
+        """The error that stopped the last run (a runaway, a chooser's), once."""
+        fatal, self.fatal = self.fatal, None
+        return fatal
 
     @property
     def quiescent(self) -> bool:

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import errno
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 from .._engine._clock import VirtualClock
@@ -83,7 +85,9 @@ class NfsClient(DirectoryOps, PageCacheOps):
         self.options = options
         self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
         self.rpcs: Counter[str] = Counter()
-        self.call_rpcs: list[str] = []
+        # Where _rpc records: the record the current syscall took from
+        # begin_call(), or a recording() block's own.
+        self._record: list[str] = []
         self.attrs: dict[int, CachedAttrs] = {}
         # dir fileid -> name -> (fileid or None for a negative entry, verifier)
         self.dentries: dict[int, dict[str, tuple[int | None, int]]] = {}
@@ -105,7 +109,34 @@ class NfsClient(DirectoryOps, PageCacheOps):
 
     def _rpc(self, name: str) -> None:
         self.rpcs[name] += 1
-        self.call_rpcs.append(name)
+        self._record.append(name)
+
+    def begin_call(self) -> list[str]:
+        """A fresh record of the RPCs one syscall sends, in order.
+
+        The syscall layer takes one per call and reads it when the call ends
+        (its trace event lists them, as mountstats would count them); the
+        client appends to it until the next ``begin_call``.
+        """
+        record: list[str] = []
+        self._record = record
+        return record
+
+    @contextmanager
+    def recording(self) -> Iterator[list[str]]:
+        """RPCs sent inside the block go to a record of their own.
+
+        For work the client does on its own schedule in the middle of some
+        syscall (a writeback coming due, a delayed close landing): its RPCs
+        are not that syscall's.
+        """
+        saved = self._record
+        record: list[str] = []
+        self._record = record
+        try:
+            yield record
+        finally:
+            self._record = saved
 
     def _update(self, fileid: int, attrs: Attrs, *, own_change: bool = False) -> None:
         """Take fresh attributes (``nfs_update_inode``)."""
@@ -193,15 +224,14 @@ class NfsClient(DirectoryOps, PageCacheOps):
         """Take the post-op attributes of this host's own WRITE."""
         self._update(fileid, self.server.getattr(fileid), own_change=True)
 
-    def _background_flush(self, fileid: int, rpcs: list[str]) -> None:
-        """A writeback the client starts on its own: its RPCs go to ``rpcs``."""
-        saved, self.call_rpcs = self.call_rpcs, rpcs
-        try:
-            self.flush(fileid)
-        except OSError:
-            pass  # the file is gone on the server; the data has nowhere to go
-        finally:
-            self.call_rpcs = saved
+    def _background_flush(self, fileid: int) -> tuple[str, ...]:
+        """A writeback the client starts on its own; returns the RPCs it sent."""
+        with self.recording() as rpcs:
+            try:
+                self.flush(fileid)
+            except OSError:
+                pass  # the file is gone on the server; the data has nowhere to go
+        return tuple(rpcs)
 
     def _check_access(self, attrs: Attrs) -> None:
         """ACCESS once per inode, again after a mode change or a foreign change

@@ -287,13 +287,12 @@ class PageCacheOps:
             if (self.files.get(fileid) is not cache or cache.writeback_due != when
                     or not writeback.alive()):
                 return
-            rpcs: list[str] = []
-            self._background_flush(fileid, rpcs)
-            writeback.on_land(cache.label, when / NS_PER_S, tuple(rpcs))
+            rpcs = self._background_flush(fileid)
+            writeback.on_land(cache.label, when / NS_PER_S, rpcs)
 
         writeback.queue.push(due, land)
 
-    def _background_flush(self, fileid: int, rpcs: list[str]) -> None:
+    def _background_flush(self, fileid: int) -> tuple[str, ...]:
         raise NotImplementedError
 
     def flush(self, fileid: int) -> None:

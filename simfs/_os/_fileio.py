@@ -17,24 +17,24 @@ from .._errors import simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._locks import INFINITY
 from ._files import OpenFile, allocate_fd, lookup_fd
+from ._seam import PathArg as PathArg
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from .._engine._scheduler import Process, ProcessGroup, Scheduler
     from .._nfs._client import NfsClient
-    from .._world import Host, World
+    from ._context import SyscallHost, SyscallWorld
 
 T = TypeVar("T")
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
-PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
 
 
 class FileCalls:
     """open/close/read/write/fsync/lseek/ftruncate/sendfile/dup and flock/lockf."""
 
-    _world: World
-    _host: Host
+    _world: SyscallWorld
+    _host: SyscallHost
     _process: Process
     _client: NfsClient
     _scheduler: Scheduler
@@ -119,10 +119,27 @@ class FileCalls:
         delay = 0.0 if faults is None else faults.close_delay(self._host.name, open_file.path)
         if delay:
             self._scheduler.call_at(self._clock.now_ns + round(delay * NS_PER_S),
-                                    lambda: self._world._delayed_close(self._host, self._process,
-                                                                      open_file))
+                                    lambda: self._close_lands(open_file))
             return
-        release_file(self._host, open_file)
+        release_file(self._client, open_file)
+
+    def _close_lands(self, open_file: OpenFile) -> None:
+        """A close that a ``CloseDelay`` held back lands now.
+
+        It is the client finishing the close on its own time (the removal
+        windows of DESIGN §3.4): its own trace event, with the RPCs it sent,
+        none of them counted to whatever syscall is in progress.
+        """
+        if self._host.crashed:
+            return  # a crashed host's open files stay open (.nfs orphans)
+        outcome = "ok"
+        with self._client.recording() as rpcs:
+            try:
+                release_file(self._client, open_file)
+            except OSError as error:
+                outcome = f"errno {error.errno}"
+        self._world.trace.record(self._clock.now_ns, self._host.name, self._process.name,
+                                 "close-landed", open_file.path, outcome, tuple(rpcs))
 
     def dup(self, fd: int) -> int:
         open_file = self._file(fd)
@@ -139,7 +156,7 @@ class FileCalls:
         if open_file.refs == 0:
             self._world.locks.release_owner(("flock", open_file.ofd_id))
             try:
-                release_file(self._host, open_file)
+                release_file(self._client, open_file)
             except OSError:
                 pass
 
@@ -335,9 +352,8 @@ def _lock_name(operation: int) -> str:
     return f"{kind}|LOCK_NB" if operation & _LOCK_NB else kind
 
 
-def release_file(host: Host, open_file: OpenFile) -> None:
+def release_file(client: NfsClient, open_file: OpenFile) -> None:
     """The end of a close: flush written data, then release the open."""
-    client = host.client
     try:
         if open_file.writable:
             client.flush(open_file.fileid)

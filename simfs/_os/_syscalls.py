@@ -25,14 +25,14 @@ from ._files import OpenFile, lookup_fd
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
-    from .._world import Host, World
+    from ._context import SyscallHost, SyscallWorld
 
 T = TypeVar("T")
 
-# The trace's outcome text for each sleep length seen ("1s"): a sleep loop
-# records one event per sleep, and sharing the string keeps each event small.
-_SLEEP_OUTCOMES: dict[float, str] = {}
-
+# Each sleep length seen -> (the trace's outcome text, "1s", and its length in
+# ns): a sleep loop records one event per sleep, and sharing the string keeps
+# each event small and skips the conversion.
+_SLEEPS: dict[float, tuple[str, int]] = {}
 
 
 def _named(path: object) -> object:
@@ -60,7 +60,7 @@ def _describe(result: object) -> str:
 class Syscalls(FileCalls):
     """The syscalls of one simulated process (threads share their process's fds)."""
 
-    def __init__(self, world: World, host: Host, process: Process) -> None:
+    def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process) -> None:
         self._world = world
         self._host = host
         self._process = process
@@ -70,6 +70,7 @@ class Syscalls(FileCalls):
         self._fds: dict[int, OpenFile] = process.group.fds
         self._group = process.group
         self._export = world.export
+        self.export = world.export
         self._prefix = world.export + "/"
         # Absolute path as written -> (normalized, components); only absolute
         # str paths are stored, so a hit never depends on the working directory.
@@ -97,7 +98,7 @@ class Syscalls(FileCalls):
         if (writebacks is not None and writebacks.next_ns is not None
                 and writebacks.next_ns <= self._clock.now_ns):
             writebacks.run_due(self._clock.now_ns)
-        client.call_rpcs = []
+        record = client.begin_call()
         try:
             faults = self._world.faults
             if faults is not None:
@@ -111,9 +112,9 @@ class Syscalls(FileCalls):
             outcome = errno_name(error.errno) if error.errno is not None else type(error).__name__
             if getattr(error, "simfs_injected", False):
                 outcome += " (injected)"
-            self._finish(op, shown, outcome)
+            self._finish(op, shown, outcome, record)
             raise
-        self._finish(op, shown, _describe(result))
+        self._finish(op, shown, _describe(result), record)
         return result
 
     def _inject(self, rule: object) -> None:
@@ -129,16 +130,16 @@ class Syscalls(FileCalls):
             error.simfs_injected = True  # type: ignore[attr-defined]
             raise error
 
-    def _finish(self, op: str, shown: str, outcome: str) -> None:
-        rpcs = tuple(self._client.call_rpcs)
+    def _finish(self, op: str, shown: str, outcome: str, record: list[str]) -> None:
+        rpcs = tuple(record)
         trace = self._world.trace
         trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
                      outcome, rpcs)
         latency = self._world.rpc_latency_ns
         if rpcs and latency:
-            self._scheduler.sleep(len(rpcs) * latency)
+            self._scheduler.sleep_running(self._process, len(rpcs) * latency)
         else:
-            self._scheduler.yield_now()
+            self._scheduler.yield_running(self._process)
 
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""
@@ -153,15 +154,21 @@ class Syscalls(FileCalls):
         process = self._process
         if process.kill is not None:
             raise process.kill
-        outcome = _SLEEP_OUTCOMES.get(seconds)
-        if outcome is None:
+        known = _SLEEPS.get(seconds)
+        if known is None:
             outcome = f"{seconds:g}s"
-            if len(_SLEEP_OUTCOMES) < 4096:
-                _SLEEP_OUTCOMES[seconds] = outcome
-        process.last_call = ("sleep", outcome)
-        self._world.trace.record(self._clock.now_ns, self._host.name, process.name, "sleep", "",
-                                 outcome)
-        self._scheduler.sleep(seconds_to_ns(seconds, "sleep length"))
+            process.last_call = ("sleep", outcome)
+            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+                                     "sleep", "", outcome)
+            length_ns = seconds_to_ns(seconds, "sleep length")  # raises after the event
+            if len(_SLEEPS) < 4096:
+                _SLEEPS[seconds] = (outcome, length_ns)
+        else:
+            outcome, length_ns = known
+            process.last_call = ("sleep", outcome)
+            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+                                     "sleep", "", outcome)
+        self._scheduler.sleep_running(process, length_ns)
 
     # -- paths ------------------------------------------------------------------
 

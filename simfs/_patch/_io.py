@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 from .._engine._scheduler import Process, current_process
+from .._os._seam import SyscallSeam
 from . import _proc
 from ._registry import escape, patch
 
@@ -41,7 +42,7 @@ class SimRawFile(io.RawIOBase):
     def __repr__(self) -> str:
         return f"<simulated file {self.name!r} mode={self.mode!r}>"
 
-    def _syscalls(self) -> Any:
+    def _syscalls(self) -> SyscallSeam:
         process = current_process()
         if process is not None and process.group is self._group:
             return process.syscalls

@@ -14,24 +14,30 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, _tls, current_process
 from .._errors import simulated_oserror
+from .._os._seam import SyscallSeam
+from .._world import host_of
 from . import _proc
 from ._registry import escape, patch
 
+# The syscall each route calls, through the typed seam (mypy checks the name).
+_Call = Callable[[SyscallSeam], Callable[..., Any]]
 # Functions whose first argument is a path (or, for some, a descriptor).
-_PATH_CALLS = {
-    "stat": "stat", "open": "open", "listdir": "listdir", "scandir": "scandir",
-    "mkdir": "mkdir", "rmdir": "rmdir", "remove": "unlink", "unlink": "unlink",
-    "rename": "rename", "replace": "rename", "link": "link", "utime": "utime",
-    "access": "access", "chmod": "chmod", "truncate": "truncate", "readlink": "readlink",
-    "chdir": "chdir",
+_PATH_CALLS: dict[str, _Call] = {
+    "stat": lambda s: s.stat, "open": lambda s: s.open, "listdir": lambda s: s.listdir,
+    "scandir": lambda s: s.scandir, "mkdir": lambda s: s.mkdir, "rmdir": lambda s: s.rmdir,
+    "remove": lambda s: s.unlink, "unlink": lambda s: s.unlink, "rename": lambda s: s.rename,
+    "replace": lambda s: s.rename, "link": lambda s: s.link, "utime": lambda s: s.utime,
+    "access": lambda s: s.access, "chmod": lambda s: s.chmod, "truncate": lambda s: s.truncate,
+    "readlink": lambda s: s.readlink, "chdir": lambda s: s.chdir,
 }
 # Functions whose first argument is a descriptor.
-_FD_CALLS = {
-    "read": "read", "write": "write", "pread": "pread", "pwrite": "pwrite", "close": "close",
-    "fsync": "fsync", "fdatasync": "fsync", "fstat": "fstat", "lseek": "lseek",
-    "ftruncate": "ftruncate", "dup": "dup", "fchmod": "chmod",
+_FD_CALLS: dict[str, _Call] = {
+    "read": lambda s: s.read, "write": lambda s: s.write, "pread": lambda s: s.pread,
+    "pwrite": lambda s: s.pwrite, "close": lambda s: s.close, "fsync": lambda s: s.fsync,
+    "fdatasync": lambda s: s.fsync, "fstat": lambda s: s.fstat, "lseek": lambda s: s.lseek,
+    "ftruncate": lambda s: s.ftruncate, "dup": lambda s: s.dup, "fchmod": lambda s: s.chmod,
 }
 # Real things a simulated process must not do: the loud escapes of DESIGN §3.6.
 _ESCAPES = (
@@ -48,11 +54,11 @@ _OS_NAMES_NULL_BYTES = sys.version_info >= (3, 13)
 _HOST_ANSWERS = frozenset({"stat", "access", "readlink", "mkdir"})
 
 
-def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
-    host_answers = method in _HOST_ANSWERS
+def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..., Any]:
+    host_answers = name in _HOST_ANSWERS
 
     def route(*args: Any, **kwargs: Any) -> Any:
-        process = current_process()
+        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
             return real(*args, **kwargs)
         syscalls = process.syscalls
@@ -60,12 +66,12 @@ def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
             raise escape(process, f"os.{real.__name__}({args[0]}) on a real file descriptor")
         outside = _proc.outside_export(process, args[0]) if host_answers and args else None
         if outside is not None and kwargs.get("dir_fd") is None:
-            op = "lstat" if kwargs.get("follow_symlinks") is False else method
+            op = "lstat" if kwargs.get("follow_symlinks") is False else name
             answer = _proc.answer(process, op, outside)
             if _proc.is_answered(answer):
                 return answer
         try:
-            return getattr(syscalls, method)(*args, **kwargs)
+            return call(syscalls)(*args, **kwargs)
         except ValueError as error:
             # The syscall layer words a NUL in a path as open() does.
             if _OS_NAMES_NULL_BYTES and str(error) == "embedded null byte":
@@ -75,16 +81,16 @@ def _path_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
     return route
 
 
-def _fd_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
+def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
     def route(fd: Any, *args: Any, **kwargs: Any) -> Any:
-        process = current_process()
+        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
             return real(fd, *args, **kwargs)
         if not isinstance(fd, int):
             fd = fd.fileno()  # os.fsync(file) takes anything with fileno()
         syscalls = process.syscalls
         if syscalls.owns_fd(fd):
-            return getattr(syscalls, method)(fd, *args, **kwargs)
+            return call(syscalls)(fd, *args, **kwargs)
         if fd in _STDIO:
             return real(fd, *args, **kwargs)
         raise escape(process, f"os.{real.__name__}({fd}) on a real file descriptor")
@@ -104,10 +110,10 @@ def _escape_route(real: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def install() -> None:
-    for name, method in _PATH_CALLS.items():
-        patch(os, name, _path_route(getattr(os, name), method))
-    for name, method in _FD_CALLS.items():
-        patch(os, name, _fd_route(getattr(os, name), method))
+    for name, call in _PATH_CALLS.items():
+        patch(os, name, _path_route(getattr(os, name), name, call))
+    for name, call in _FD_CALLS.items():
+        patch(os, name, _fd_route(getattr(os, name), call))
     for name in _ESCAPES:
         if hasattr(os, name):
             patch(os, name, _escape_route(getattr(os, name)))
@@ -133,12 +139,11 @@ def _install_specials() -> None:
             answer = _proc.answer(process, "lstat", outside)
             if isinstance(answer, os.stat_result):
                 return answer
-        stat: os.stat_result = process.syscalls.stat(path, dir_fd=dir_fd, follow_symlinks=False)
-        return stat
+        return process.syscalls.stat(path, dir_fd=dir_fd, follow_symlinks=False)
 
     def getcwd() -> str:
         process = current_process()
-        return real_getcwd() if process is None else str(process.syscalls.getcwd())
+        return real_getcwd() if process is None else process.syscalls.getcwd()
 
     def getpid() -> int:
         # Threads share their process's pid; simulated processes differ, so
@@ -159,8 +164,7 @@ def _install_specials() -> None:
         syscalls = process.syscalls
         if not (syscalls.owns_fd(out_fd) and syscalls.owns_fd(in_fd)):
             raise escape(process, "os.sendfile between real and simulated descriptors")
-        sent: int = syscalls.sendfile(out_fd, in_fd, offset, count)
-        return sent
+        return syscalls.sendfile(out_fd, in_fd, offset, count)
 
     def isatty(fd: int) -> bool:
         process = current_process()
@@ -175,7 +179,7 @@ def _install_specials() -> None:
             return real_kill(pid, signal)
         if signal != 0:
             raise escape(process, f"os.kill({pid}, {signal}) is not simulated")
-        if not process.host.world._pid_alive(pid):
+        if not host_of(process).world._pid_alive(pid):
             raise simulated_oserror(errno.ESRCH)
         return None
 

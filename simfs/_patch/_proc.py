@@ -37,6 +37,7 @@ from .._nfs._mount import (
     DEFAULT_ACREGMIN,
 )
 from .._nfs._server import EXPORT_DEV
+from .._world import host_of
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -56,7 +57,7 @@ def _stat(mode: int, dev: int, ino: int, size: int = 0, nlink: int = 1) -> os.st
 
 
 def _is_outside(process: Process, text: str) -> bool:
-    export = process.host.world.export
+    export = process.syscalls.export
     return text.startswith("/") and text != export and not text.startswith(export + "/")
 
 
@@ -74,6 +75,10 @@ def _normalized(path: object) -> str | None:
 
 def outside_export(process: Process, path: object) -> str | None:
     """``path`` normalised if it names something outside the export, else None."""
+    export = process.syscalls.export
+    if (path.__class__ is str and path.startswith(export + "/")
+            and "/." not in path and "//" not in path):
+        return None  # the common case: a normal path inside the export
     text = _normalized(path)
     if text is None or not _is_outside(process, text):
         return None
@@ -81,7 +86,7 @@ def outside_export(process: Process, path: object) -> str | None:
 
 
 def _ancestors(process: Process) -> list[str]:
-    export = process.host.world.export
+    export = host_of(process).world.export
     parents = []
     while export != "/":
         export = posixpath.dirname(export)
@@ -94,7 +99,7 @@ def _ancestors(process: Process) -> list[str]:
 
 def _mount_options(process: Process) -> str:
     """The host's mount as the kernel lists it in /proc/mounts."""
-    options = process.host.options
+    options = host_of(process).options
     parts = ["ro" if options.readonly else "rw", "relatime", "vers=3", "rsize=1048576",
              "wsize=1048576", "namlen=255"]
     for name, value, default in (("acregmin", options.acregmin, DEFAULT_ACREGMIN),
@@ -120,14 +125,14 @@ def _mount_options(process: Process) -> str:
 
 
 def _mounts(process: Process) -> str:
-    export = process.host.world.export
+    export = host_of(process).world.export
     return (f"/dev/sda1 / ext4 rw,relatime 0 0\n"
             f"proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
             f"nfs-server:{export} {export} nfs {_mount_options(process)} 0 0\n")
 
 
 def _mountinfo(process: Process) -> str:
-    export = process.host.world.export
+    export = host_of(process).world.export
     nfs = f"{os.major(EXPORT_DEV)}:{os.minor(EXPORT_DEV)}"
     return (f"21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
             f"22 21 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc rw\n"
@@ -142,12 +147,12 @@ def _pid_of(process: Process, part: str) -> int | None:
     if not part.isdigit():
         return None
     pid = int(part)
-    alive = any(p.group.pid == pid and not p.done for p in process.host.processes)
+    alive = any(p.group.pid == pid and not p.done for p in host_of(process).processes)
     return pid if alive else None
 
 
 def _comm(process: Process, pid: int) -> str:
-    for candidate in process.host.processes:
+    for candidate in host_of(process).processes:
         if candidate.group.pid == pid and candidate.parent is None:
             return str(candidate.name)[:15]
     return "python3"
@@ -169,7 +174,7 @@ def _pid_status(process: Process, pid: int) -> str:
 
 
 def _boot_id(process: Process) -> str:
-    seeded = f"{process.host.world.seed}:{process.host.name}".encode()
+    seeded = f"{host_of(process).world.seed}:{process.host.name}".encode()
     digest = hashlib.blake2b(seeded, digest_size=16).hexdigest()
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}\n"
 

@@ -32,6 +32,7 @@ from .._engine import _scheduler as sched
 from .._engine._clock import seconds_to_ns
 from .._engine._scheduler import Process, current_process
 from .._engine._sync import SimLock, SimRLock
+from .._world import host_of
 from ._registry import patch
 
 _RealSimpleQueue = queue.SimpleQueue
@@ -139,7 +140,7 @@ def _world_hash(self: object) -> int:
     if serial is None:
         process = current_process()
         serial = (object.__hash__(self) if process is None
-                  else process.host.world._next_object_serial())
+                  else host_of(process).world._next_object_serial())
         namespace["_simfs_hash"] = serial
     return serial
 
@@ -225,7 +226,7 @@ def install() -> None:
             raise RuntimeError("thread.__init__() not called")
         if self._started.is_set():  # type: ignore[attr-defined]
             raise RuntimeError("threads can only be started once")
-        world = process.host.world
+        world = host_of(process).world
         child = world._spawn_thread(process, lambda: _run_thread(self), self.name, self.daemon)
         child.thread = self
         self._simfs_process = child  # type: ignore[attr-defined]

@@ -15,7 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._engine._clock import NS_PER_S
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, _tls, current_process
+from .._world import host_of
 from ._registry import patch
 
 
@@ -32,7 +33,7 @@ def _clock_route(real: Callable[[], float | int], *, wall: bool, ns: bool
             return real()
         now: int = process.scheduler.clock.now_ns
         if wall:
-            now += process.host.world.epoch_ns
+            now += host_of(process).world.epoch_ns
         return now if ns else now / NS_PER_S
 
     return route
@@ -43,7 +44,7 @@ def _virtual_seconds() -> float | None:
     process = current_process()
     if process is None:
         return None
-    return (process.host.world.epoch_ns + process.scheduler.clock.now_ns) / NS_PER_S
+    return (host_of(process).world.epoch_ns + process.scheduler.clock.now_ns) / NS_PER_S
 
 
 def _calendar_route(real: Callable[..., Any], convert: Callable[[float], Any]
@@ -86,7 +87,7 @@ def install() -> None:
     real_sleep = time.sleep
 
     def sleep(seconds: float) -> None:
-        process = current_process()
+        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
             return real_sleep(seconds)
         process.syscalls.sleep(seconds)

@@ -37,6 +37,7 @@ import trio._core._thread_cache as trio_thread_cache
 from .._engine._clock import NS_PER_S
 from .._engine._scheduler import Process, current_process
 from .._errors import ProcessKilled
+from .._world import host_of
 from ._registry import escape, patch
 
 # id(EntryQueue) -> the clock of the simulated trio.run it belongs to.  Every
@@ -178,7 +179,7 @@ def install() -> None:
         def job() -> None:
             deliver(outcome.capture(fn))
 
-        process.host.world._spawn_thread(process, job, name or "trio-thread", daemon=True)
+        host_of(process).world._spawn_thread(process, job, name or "trio-thread", daemon=True)
         return None
 
     patch(trio, "run", run)

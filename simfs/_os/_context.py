@@ -1,0 +1,76 @@
+"""What the syscall layer needs of the world and the host it runs on.
+
+Small Protocols instead of ``World`` and ``Host`` themselves: the OS layer
+sits below the world (which builds it) and must not depend on it, so the
+world is free to change anything these do not name (STYLE.md: layers talk
+down).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .._engine._clock import VirtualClock
+    from .._engine._scheduler import Scheduler
+    from .._engine._trace import Trace
+    from .._errors import SimfsError
+    from .._nfs._client import NfsClient
+    from .._nfs._faults import FaultState
+    from .._nfs._locks import LockTable
+
+
+class SyscallWorld(Protocol):
+    """The world-wide state a syscall touches: time, scheduling, trace, locks, faults."""
+
+    @property
+    def export(self) -> str:
+        """The path every host mounts the export at."""
+        ...
+
+    @property
+    def epoch_ns(self) -> int:
+        """Wall-clock nanoseconds at virtual time 0 (utime's "now")."""
+        ...
+
+    @property
+    def rpc_latency_ns(self) -> int:
+        """Virtual nanoseconds each RPC takes."""
+        ...
+
+    @property
+    def clock(self) -> VirtualClock: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    @property
+    def trace(self) -> Trace: ...
+
+    @property
+    def locks(self) -> LockTable: ...
+
+    @property
+    def faults(self) -> FaultState | None: ...
+
+    @property
+    def escapes(self) -> list[SimfsError]:
+        """Loud failures the run re-raises even if the program caught them."""
+        ...
+
+    def _next_ofd_id(self) -> int:
+        """A fresh open-file-description id (one per open(), shared by dup()s)."""
+        ...
+
+
+class SyscallHost(Protocol):
+    """The machine a process runs on: its name and its NFS client."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def client(self) -> NfsClient: ...
+
+    @property
+    def crashed(self) -> bool: ...

@@ -1,0 +1,180 @@
+"""The one seam between the routes (``simfs._patch``) and the syscall layer.
+
+A route decides only *whether* a call is simulated and hands it down; what a
+call does is the syscall layer's.  Routes reach the layer through this
+Protocol alone (``Process.syscalls``), so mypy checks every call a route
+makes, and a renamed or re-typed syscall breaks the type check instead of a
+route at run time (STYLE.md: "layers talk down, through one typed seam").
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from .._errors import SimulationEscape
+    from ._dirent import SimScandirIterator
+
+PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
+Buffer = bytes | bytearray | memoryview
+
+
+class SyscallSeam(Protocol):
+    """What a simulated process's routes may call: one method per syscall."""
+
+    # -- the process and the world --------------------------------------------
+
+    @property
+    def export(self) -> str:
+        """Where the export is mounted: routes tell the host's own paths by it."""
+        ...
+
+    def owns_fd(self, fd: int) -> bool:
+        """Whether ``fd`` is one of this process's simulated descriptors."""
+        ...
+
+    def escape(self, what: str) -> SimulationEscape:
+        """Record and return the error for code that reached outside the world."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """time.sleep: a yield point that lets virtual time pass."""
+        ...
+
+    def getcwd(self) -> str:
+        """The working directory, as the process last set it."""
+        ...
+
+    # -- paths ------------------------------------------------------------------
+
+    def stat(self, path: PathArg | int, *, dir_fd: int | None = None,
+             follow_symlinks: bool = True) -> os.stat_result:
+        """os.stat (a descriptor: os.fstat)."""
+        ...
+
+    def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None,
+               effective_ids: bool = False, follow_symlinks: bool = True) -> bool:
+        """os.access: whether the path resolves."""
+        ...
+
+    def utime(self, path: PathArg | int, times: tuple[float, float] | None = None, *,
+              ns: tuple[int, int] | None = None, dir_fd: int | None = None,
+              follow_symlinks: bool = True) -> None:
+        """os.utime."""
+        ...
+
+    def chmod(self, path: PathArg | int, mode: int, *, dir_fd: int | None = None,
+              follow_symlinks: bool = True) -> None:
+        """os.chmod (a descriptor: os.fchmod)."""
+        ...
+
+    def truncate(self, path: PathArg | int, length: int) -> None:
+        """os.truncate."""
+        ...
+
+    def listdir(self, path: PathArg | int = ".") -> list[str]:
+        """os.listdir: opens the directory (close-to-open), then READDIRPLUS."""
+        ...
+
+    def scandir(self, path: PathArg | int = ".") -> SimScandirIterator:
+        """os.scandir."""
+        ...
+
+    def mkdir(self, path: PathArg, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        """os.mkdir."""
+        ...
+
+    def rmdir(self, path: PathArg, *, dir_fd: int | None = None) -> None:
+        """os.rmdir."""
+        ...
+
+    def unlink(self, path: PathArg, *, dir_fd: int | None = None) -> None:
+        """os.unlink and os.remove."""
+        ...
+
+    def rename(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
+               dst_dir_fd: int | None = None) -> None:
+        """os.rename and os.replace."""
+        ...
+
+    def link(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
+             dst_dir_fd: int | None = None, follow_symlinks: bool = True) -> None:
+        """os.link."""
+        ...
+
+    def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str:
+        """os.readlink."""
+        ...
+
+    def chdir(self, path: PathArg) -> None:
+        """os.chdir."""
+        ...
+
+    # -- descriptors ------------------------------------------------------------
+
+    def open(self, path: PathArg, flags: int, mode: int = 0o777, *,
+             dir_fd: int | None = None) -> int:
+        """os.open."""
+        ...
+
+    def close(self, fd: int) -> None:
+        """os.close."""
+        ...
+
+    def close_quietly(self, fd: int) -> None:
+        """Close without a trace entry or a yield (a file object collected late)."""
+        ...
+
+    def dup(self, fd: int) -> int:
+        """os.dup."""
+        ...
+
+    def fstat(self, fd: int) -> os.stat_result:
+        """os.fstat."""
+        ...
+
+    def read(self, fd: int, length: int) -> bytes:
+        """os.read."""
+        ...
+
+    def pread(self, fd: int, length: int, offset: int) -> bytes:
+        """os.pread."""
+        ...
+
+    def readinto(self, fd: int, buffer: memoryview) -> int:
+        """RawIOBase.readinto of a simulated file."""
+        ...
+
+    def write(self, fd: int, data: Buffer) -> int:
+        """os.write."""
+        ...
+
+    def pwrite(self, fd: int, data: Buffer, offset: int) -> int:
+        """os.pwrite."""
+        ...
+
+    def lseek(self, fd: int, position: int, how: int) -> int:
+        """os.lseek."""
+        ...
+
+    def fsync(self, fd: int) -> None:
+        """os.fsync and os.fdatasync."""
+        ...
+
+    def ftruncate(self, fd: int, length: int) -> None:
+        """os.ftruncate."""
+        ...
+
+    def sendfile(self, out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
+        """os.sendfile between two simulated descriptors."""
+        ...
+
+    def flock(self, fd: int, operation: int) -> None:
+        """fcntl.flock."""
+        ...
+
+    def lockf(self, fd: int, command: int, length: int = 0, start: int = 0,
+              whence: int = 0) -> None:
+        """fcntl.lockf."""
+        ...
