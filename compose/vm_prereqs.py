@@ -286,7 +286,12 @@ def install_kernel(release: str) -> Path:
     print(f"vm setup: unpacking {packaged[version]} into {root}", flush=True)
     download = KERNELS_DIR / ".download"
     shutil.rmtree(download, ignore_errors=True)
-    download.mkdir(parents=True)
+    try:
+        download.mkdir(parents=True)
+    except OSError as error:
+        raise VmError(f"cannot unpack kernels into {KERNELS_DIR} ({error.strerror}): run as "
+                      "root, or set VM_KERNELS_DIR to a directory the guest sees "
+                      "(not under /var/cache, /var/tmp or /var/log, which it sees empty)") from None
     try:
         # apt-get download runs as the _apt user when it can write the
         # directory; as root into a root-owned one it warns and carries on.
