@@ -14,10 +14,14 @@
 #   VM_HOSTS    space-separated NAME=OPTIONS (default "a=vers=3 b=vers=3")
 #   VM_OUT      results directory (default /tmp/nfs-real-tier)
 #   VM_TIMEOUT  seconds for the whole VM run (default 600)
+#   VM_KERNEL   kernel release to boot, e.g. 6.12 (default: the newest in
+#               /boot); `vm.py setup` unpacks Debian's image of it if needed.
+#               The parity tests check the profile of the kernel they run on.
 set -u
 
 EXIT_CANNOT_START=3
 cd "$(dirname "$0")/.." || exit 2
+tier="real tier${VM_KERNEL:+ (kernel $VM_KERNEL)}"
 
 if [ $# -eq 0 ]; then
     echo "usage: $0 CMD [ARGS...]   (the command to run inside the VM)" >&2
@@ -27,13 +31,13 @@ if [ -z "${PYTHON:-}" ]; then
     if [ -x .venv/bin/python ]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
 
-echo "real tier: setting up the NFS VM"
+echo "$tier: setting up the NFS VM"
 if ! "$PYTHON" compose/vm.py setup; then
-    echo "real tier: NOT RUN: the VM's packages could not be installed (above)" >&2
+    echo "$tier: NOT RUN: the VM's packages could not be installed (above)" >&2
     exit $EXIT_CANNOT_START
 fi
 if ! "$PYTHON" compose/vm.py check; then
-    echo "real tier: NOT RUN: the VM cannot start on this machine (reasons above)" >&2
+    echo "$tier: NOT RUN: the VM cannot start on this machine (reasons above)" >&2
     exit $EXIT_CANNOT_START
 fi
 
@@ -51,14 +55,14 @@ elapsed=$(( $(date +%s) - started ))
 
 case $status in
     125)
-        echo "real tier: NOT RUN: the VM failed to boot or set up NFS (step above;" \
+        echo "$tier: NOT RUN: the VM failed to boot or set up NFS (step above;" \
             "logs in ${VM_OUT:-/tmp/nfs-real-tier}/vm-setup.log)" >&2
         exit $EXIT_CANNOT_START ;;
     124)
-        echo "real tier: FAILED: timed out after ${VM_TIMEOUT:-600} s" >&2 ;;
+        echo "$tier: FAILED: timed out after ${VM_TIMEOUT:-600} s" >&2 ;;
     0)
-        echo "real tier: command passed in the VM (${elapsed} s)" ;;
+        echo "$tier: command passed in the VM (${elapsed} s)" ;;
     *)
-        echo "real tier: FAILED: command exited $status in the VM (${elapsed} s)" >&2 ;;
+        echo "$tier: FAILED: command exited $status in the VM (${elapsed} s)" >&2 ;;
 esac
 exit $status

@@ -59,6 +59,24 @@ write() {  # write VALUE FILE: a /proc or /sys knob
     echo "$1" >"$2" 2>>"$SETUP_LOG" || fail
 }
 
+# A kernel unpacked outside /boot (vm.py --kernel 6.12) keeps its modules
+# beside its image.  virtme-ng links them into the guest's /lib/modules, but
+# its read-write overlay on /lib hides that link, so modprobe finds nothing:
+# bind them onto /lib/modules/$(uname -r) unless that already has them.
+link_modules() {
+    step modules-link
+    target=/lib/modules/$(uname -r)
+    [ -e "$target/modules.dep" ] && return 0
+    [ -n "${VM_MODULES:-}" ] && [ -e "$VM_MODULES/modules.dep" ] || {
+        echo "no modules for $(uname -r) in $target or VM_MODULES=${VM_MODULES:-}" \
+            >>"$SETUP_LOG"
+        fail
+    }
+    if [ -L "$target" ]; then run rm "$target"; fi
+    run mkdir -p "$target"
+    run mount --bind "$VM_MODULES" "$target"
+}
+
 load_modules() {
     step modules
     for m in sunrpc lockd nfs_acl grace nfsd nfs nfsv3 loop ext4; do
@@ -159,6 +177,7 @@ run_command() {
     echo done >"$CTL/step"
 }
 
+link_modules
 load_modules
 shorten_grace
 make_export

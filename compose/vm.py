@@ -12,6 +12,11 @@ simulated host with `nosharecache`, so each host has its own client caches.
     python compose/vm.py run --host a=vers=3 --host b=vers=3,acdirmin=3 \\
         --out /tmp/vmout -- python3 compose/probe_negative_lookup.py
 
+A second kernel release: `setup --kernel 6.12` unpacks Debian's newest 6.12
+image (vm_prereqs.py says where and why not into /boot), and `run --kernel
+6.12` (or VM_KERNEL=6.12 in the environment, for every action) boots it.
+Without either, `run` boots the newest kernel in /boot, as it always has.
+
 `run` exits with the command's exit status; 124 when --timeout expired,
 125 when the VM failed to boot or a set-up step failed (named on stderr and
 in OUT/vm-setup.log).  Stdlib only: it must work before the project installs.
@@ -43,9 +48,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from vm_prereqs import (
     GUEST_SCRIPT,
     VmError,
+    check_release,
     find_kernel,
     find_vng,
     install_apt,
+    install_kernel,
     install_vng,
     missing_apt_packages,
     problems,
@@ -76,31 +83,35 @@ class Host:
         return f"/mnt/nfs/{self.name}"
 
 
-def cmd_check(_: argparse.Namespace) -> int:
+def cmd_check(args: argparse.Namespace) -> int:
     """Say whether `run` can boot the VM, and exactly why not."""
-    found = problems()
+    found = problems(args.kernel)
     if found:
         print("vm: the NFS VM cannot start here:")
         for problem in found:
             print(f"  - {problem}")
-        print("  (python compose/vm.py setup installs what is missing)")
+        kernel = f" --kernel {args.kernel}" if args.kernel else ""
+        print(f"  (python compose/vm.py setup{kernel} installs what is missing)")
         return 1
-    print(f"vm: ready (kernel {find_kernel()}, vng {find_vng()}, qemu TCG)")
+    print(f"vm: ready (kernel {find_kernel(args.kernel)}, vng {find_vng()}, qemu TCG)")
     return 0
 
 
-def cmd_setup(_: argparse.Namespace) -> int:
+def cmd_setup(args: argparse.Namespace) -> int:
     """Install whatever the VM lacks; does nothing (and says so) when all is there."""
     missing = missing_apt_packages() if shutil.which("dpkg-query") else []
     if missing:
         install_apt(missing)
     if find_vng() is None:
         install_vng()
-    found = problems()
+    unpacked = args.kernel is not None and find_kernel(args.kernel) is None
+    if unpacked:
+        install_kernel(args.kernel)
+    found = problems(args.kernel)
     if found:
         print("vm setup: still missing after install:\n  - " + "\n  - ".join(found))
         return 1
-    if not missing:
+    if not missing and not unpacked:
         print("vm setup: everything is installed")
     return 0
 
@@ -128,6 +139,14 @@ def parse_host(spec: str) -> Host:
                 "which is what keeps its caches its own"
             )
     return Host(name, options)
+
+
+def kernel_release(spec: str) -> str:
+    """--kernel RELEASE: MAJOR.MINOR or a full version, else a usage error."""
+    try:
+        return check_release(spec)
+    except VmError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def parse_env(spec: str) -> tuple[str, str]:
@@ -166,11 +185,15 @@ def command_env(
 
 
 def write_job(
-    ctl: Path, hosts: Sequence[Host], command: Sequence[str], env: dict[str, str]
+    ctl: Path, hosts: Sequence[Host], command: Sequence[str], env: dict[str, str], kernel: Path
 ) -> None:
     """Write the files guest_nfs.sh sources: job.env (set-up), command.env (exports)."""
+    version = kernel.name.removeprefix("vmlinuz-")
     job = {
         "VM_CWD": os.getcwd(),
+        # The kernel's modules, beside its boot/ (an unpacked one's are not
+        # in /lib/modules; guest_nfs.sh mounts them there).
+        "VM_MODULES": str(kernel.parent.parent / "lib" / "modules" / version),
         "VM_HOSTS": "\n".join(f"{h.name} {h.options}" for h in hosts),
         "VM_CMD": shlex.join(command),
         "VM_EXPORT_SIZE": "512M",
@@ -315,17 +338,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     names = [h.name for h in args.host]
     if len(set(names)) != len(names):
         raise UsageError(f"--host names must be distinct, got {names}")
-    found = problems()
+    found = problems(args.kernel)
     if found:
         raise VmError("prepare: the VM cannot start here:\n  - " + "\n  - ".join(found))
-    vng, kernel = find_vng(), find_kernel()
+    vng, kernel = find_vng(), find_kernel(args.kernel)
     assert vng is not None and kernel is not None
     out = Path(args.out).resolve()
     # A fresh shared dir each run, under /tmp so the guest mounts it at the same path.
     ctl = Path(tempfile.mkdtemp(prefix="nfsvm-", dir="/tmp"))
     try:
         env = command_env(args.host, str(ctl / "out"), args.env)
-        write_job(ctl, args.host, command, env)
+        write_job(ctl, args.host, command, env, kernel)
         tail: collections.deque[str] = collections.deque(maxlen=40)
         started = time.monotonic()
         outcome = boot(vng_argv(vng, kernel, ctl, args.cpus, args.memory), vng, args.timeout, tail)
@@ -359,6 +382,7 @@ def record_run(
         "command": list(command),
         "hosts": {h.name: h.options + ",nosharecache" for h in args.host},
         "kernel": str(kernel),
+        "kernel_version": kernel.name.removeprefix("vmlinuz-"),
         "cpus": args.cpus,
         "memory": args.memory,
         "exit_status": code,
@@ -375,14 +399,21 @@ def parser() -> argparse.ArgumentParser:
         prog="vm.py", description="A real NFSv3 client and knfsd server in a qemu VM."
     )
     sub = top.add_subparsers(dest="action", required=True)
-    sub.add_parser("setup", help="install what the VM needs (apt-get, pip)").set_defaults(
-        func=cmd_setup
-    )
-    sub.add_parser("check", help="say whether the VM can start, and why not").set_defaults(
-        func=cmd_check
-    )
+    setup = sub.add_parser("setup", help="install what the VM needs (apt-get, pip)")
+    setup.set_defaults(func=cmd_setup)
+    check = sub.add_parser("check", help="say whether the VM can start, and why not")
+    check.set_defaults(func=cmd_check)
     run = sub.add_parser("run", help="run a command against one NFS mount per --host")
     run.set_defaults(func=cmd_run)
+    for action in (setup, check, run):
+        action.add_argument(
+            "--kernel",
+            type=kernel_release,
+            default=os.environ.get("VM_KERNEL") or None,
+            metavar="RELEASE",
+            help="kernel release to boot, e.g. 6.12 or 6.12.117+deb12-amd64 "
+            "(default: $VM_KERNEL, else the newest in /boot)",
+        )
     run.add_argument(
         "--host",
         type=parse_host,

@@ -5,6 +5,13 @@ As pyfakefs's fake/real twin tests do, one test body meets both backends:
 (fast tier) or on the real mounts of ``NFS_MOUNTS`` (the ``real`` tier, run
 inside compose/vm.py's VM).  The mounts the real tier needs, and their
 options, are ``MOUNTS`` below; compose/ci_real_tier.sh mounts exactly these.
+
+Where client kernel releases differ (DESIGN §3.5: the 6.12 lock grant), a
+test reads ``cluster.kernel``: the simulation runs every test once per
+measured kernel profile (``sim-6.1``, ``sim-6.12``), and the real backend
+uses the profile of the kernel it runs on (``uname -r`` in the VM, e.g.
+6.12.117+deb12-amd64 under ``VM_KERNEL=6.12``), so a real pass on 6.12 is
+checked against the 6.12 facts.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 import pytest
 
 from scenarios._base import ProcessSpec
+from simfs._nfs._kernels import KERNELS, KernelProfile, running_kernel_profile
 
 # Host name -> nfs(5) options, shared by both backends.  Short attribute
 # timeouts keep the real tier to seconds (DESIGN §3.5 measured acdirmin=3).
@@ -31,9 +39,17 @@ MOUNTS = {
 class Cluster:
     """Hosts of one backend; ``run`` starts plain functions on them together."""
 
-    def __init__(self, backend: Any, hosts: dict[str, str]) -> None:
+    def __init__(self, backend: Any, hosts: dict[str, str], kernel: KernelProfile) -> None:
         self.backend = backend.name
-        self._session = backend.session(hosts, seed=0)
+        self.kernel = kernel
+        if backend.name == "sim":
+            # SimSession makes its hosts with the default kernel; make them
+            # here instead, each with this cluster's kernel profile.
+            self._session = backend.session({}, seed=0)
+            for name, mount in hosts.items():
+                self._session.world.host(name, mount=mount, kernel=kernel.release)
+        else:
+            self._session = backend.session(hosts, seed=0)
         self._mounts = getattr(backend, "mounts", {})
 
     def run(self, *specs: tuple[str, Callable[..., Any], tuple[Any, ...]],
@@ -69,18 +85,22 @@ def _real_backend() -> Any:
     return RealBackend.from_environment()
 
 
-@pytest.fixture(params=["sim", pytest.param("real", marks=pytest.mark.real)])
+@pytest.fixture(params=[*(f"sim-{release}" for release in KERNELS),
+                        pytest.param("real", marks=pytest.mark.real)])
 def cluster(request: pytest.FixtureRequest) -> Any:
-    if request.param == "sim":
+    if request.param.startswith("sim-"):
         from scenarios._sim import SimBackend
 
         backend = SimBackend()
+        kernel = KERNELS[request.param.removeprefix("sim-")]
     else:
         if not os.environ.get("NFS_MOUNTS"):
             pytest.skip("no real NFS mounts: NFS_MOUNTS is unset (run the real tier with "
                         "compose/ci_real_tier.sh, which boots a VM with knfsd)")
         backend = _real_backend()
-    cluster = Cluster(backend, MOUNTS)
+        # The client under test is this machine's kernel (the VM's guest).
+        kernel = running_kernel_profile(os.uname().release)
+    cluster = Cluster(backend, MOUNTS, kernel)
     yield cluster
     cluster.close()
 

@@ -15,6 +15,13 @@ from .test_parity import SLACK, _setup
 
 PAGE = 4096
 
+# On the real tier the three tests below that order two hosts' flushes by
+# their closes (the shorter write, the two patches) failed in some VM runs
+# and passed in others, on 6.1 and on 6.12 alike.  Watching knfsd's own copy
+# every 20 ms showed why: writeback before close (DESIGN §3.5) sometimes
+# flushes one host's dirty range before the other's close, or both hosts'
+# in one flusher pass, so the later close has nothing left to write.
+
 
 def _written(cluster, base, first, second, content):
     cluster.run(("pos", programs.write_file, (f"{base}/f", content)))
@@ -144,16 +151,23 @@ def test_a_negative_entry_made_in_a_directory_just_made_elsewhere_is_not_trusted
     assert seen == [False, False, False, True, False, False, False, True]
 
 
-def test_a_flock_blocked_on_another_host_is_granted_soon_after_the_release(cluster):
-    # DESIGN §3.5: 6-40 ms on Linux 6.1 (the 6.12 delay is in
-    # tests/simfs/test_kernel_profiles.py; the real tier boots 6.1).
+def test_a_flock_blocked_on_another_host_is_granted_the_kernels_delay_after_the_release(
+        cluster):
+    # DESIGN §3.5: 6-40 ms on Linux 6.1 (the GRANTED callback); about 30.5 s
+    # on 6.12.117 (the server drops the queued request and the client's
+    # retry takes it).  The kernel profile (simfs/_nfs/_kernels.py) holds
+    # each; the real tier checks the profile of the kernel it boots
+    # (VM_KERNEL=6.12: passed, the grant came 32 s into the test).  The hold
+    # here ends 1.5 s after the block, where 6.12's retry timer (30 s from
+    # the block, measured by compose/probe_lock_grant.py) gives about 30 s.
     base = _setup(cluster, "flock")
     cluster.run(("pos", programs.write_file, (f"{base}/lock", b"")))
     released, granted = cluster.run(("a", programs.hold_flock, (f"{base}/lock", 2.0)),
                                     ("b", programs.wait_flock, (f"{base}/lock", 0.5)))
+    expected = cluster.kernel.lock_grant_delay_s
     if cluster.backend == "sim":
-        assert granted == pytest.approx(released)
+        assert granted - released == pytest.approx(expected)
     else:
-        # 6-40 ms on an idle VM; 0.79 s was seen under emulation on a loaded
-        # machine.  Either is far from 6.12's 30.5 s.
-        assert 0 <= granted - released <= 5.0
+        # 6.1: 6-40 ms on an idle VM, 0.79 s seen under emulation on a loaded
+        # machine.  Either way far from the other release's delay.
+        assert abs(granted - released - expected) <= 5.0, (granted - released, expected)
