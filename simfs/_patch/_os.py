@@ -16,7 +16,7 @@ from typing import Any
 
 from .._engine._scheduler import current_process
 from .._errors import simulated_oserror
-from . import _proc
+from . import _fds, _proc
 from ._registry import escape, patch
 
 # Functions whose first argument is a path (or, for some, a descriptor).
@@ -87,6 +87,7 @@ def _fd_route(real: Callable[..., Any], method: str) -> Callable[..., Any]:
             return getattr(syscalls, method)(fd, *args, **kwargs)
         if fd in _STDIO:
             return real(fd, *args, **kwargs)
+        _fds.refuse_impossible(fd)
         raise escape(process, f"os.{real.__name__}({fd}) on a real file descriptor")
 
     return route
