@@ -13,6 +13,14 @@ calls otherwise answer from the real process or machine:
 - ``os.getppid()`` is 1: a simulated process's parent is not simulated, and
   its ``/proc/<pid>/stat`` and ``status`` already name 1 as the parent
   (see ``_proc``); the real answer is the test runner's parent.
+- ``os.getuid()`` and the other user and group ids are 0: every file on the
+  simulated export is owned by uid 0 and gid 0, as the simulated
+  ``/proc/<pid>/status`` says the process is; the real id is the machine's
+  (0 on one, 1000 on another), so a program checking ``st_uid ==
+  os.getuid()`` (lock-file ownership) answered differently per machine.
+- ``platform.uname()``/``platform.node()`` name the host: the real
+  ``platform.uname()`` caches its first answer in a module global, so one
+  call outside the world decided the node for every later world.
 - ``os.cpu_count()`` and ``os.sched_getaffinity`` say ``CPUS``: the pool
   sizes programs derive from them (``ThreadPoolExecutor()`` starts
   ``cpu_count() + 4`` workers) decide how many simulated threads exist, so
@@ -23,12 +31,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import platform
 import uuid
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, current_process
 from ._registry import patch
 
 if TYPE_CHECKING:
@@ -38,6 +47,8 @@ if TYPE_CHECKING:
 CPUS = 4
 # The parent pid of every simulated process: init, as its /proc files say.
 PARENT_PID = 1
+# The user and group of every simulated process and file (stat_result in _os._dirent).
+OWNER_ID = 0
 # 100-ns intervals between the UUID epoch (1582-10-15) and the Unix epoch (RFC 4122 §4.1.4).
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000
 
@@ -80,6 +91,18 @@ def _uuid1(real: Callable[..., uuid.UUID]) -> Callable[..., uuid.UUID]:
     return uuid1
 
 
+def _platform_uname(process: Process) -> platform.uname_result:
+    """``platform.uname()`` of the host, computed afresh (never the real cache).
+
+    ``processor`` is the machine type, set here: the real one runs
+    ``uname -p`` as a subprocess on first use.
+    """
+    system, _, release, version, machine = os.uname()
+    result = platform.uname_result(system, process.host.name, release, version, machine)
+    result.__dict__["processor"] = machine  # the cached_property's slot
+    return result
+
+
 def _in_world(real: Callable[..., Any], simulated: Callable[..., Any]) -> Callable[..., Any]:
     def route(*args: Any, **kwargs: Any) -> Any:
         process = current_process()
@@ -95,6 +118,13 @@ def install() -> None:
     patch(uuid, "getnode", _in_world(uuid.getnode, lambda process: node_of(process.host)))
     patch(os, "getppid", _in_world(os.getppid, lambda process: PARENT_PID))
     patch(os, "cpu_count", _in_world(os.cpu_count, lambda process: CPUS))
+    for name in ("getuid", "geteuid", "getgid", "getegid"):
+        patch(os, name, _in_world(getattr(os, name), lambda process: OWNER_ID))
+    patch(os, "getgroups", _in_world(os.getgroups, lambda process: [OWNER_ID]))
+    for name in ("getresuid", "getresgid"):
+        if hasattr(os, name):
+            patch(os, name, _in_world(getattr(os, name), lambda process: (OWNER_ID,) * 3))
+    patch(platform, "uname", _in_world(platform.uname, _platform_uname))
     if hasattr(os, "sched_getaffinity"):
         patch(os, "sched_getaffinity",
               _in_world(os.sched_getaffinity, lambda process, pid: set(range(CPUS))))

@@ -15,6 +15,8 @@ import io
 import logging
 import os
 import resource
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -172,3 +174,35 @@ def test_formatter_converter_still_takes_one_argument_outside_the_world():
     record.created = 0.0
     year = logging.Formatter("%(asctime)s", datefmt="%Y").format(record)
     assert year in ("1969", "1970")  # the real local time of the epoch, in any zone
+
+
+_IDS_IN_A_WORLD = """
+import os, platform
+from simfs import World
+from simfs._patch import install
+
+install()  # every route imported while the interpreter's files are readable
+if os.getuid() == 0:  # as root, become nobody: a leak of the real ids shows as 65534
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+
+def ids():
+    open("/shared/f", "w").close()
+    st = os.stat("/shared/f")
+    return [os.getuid(), os.geteuid(), os.getgid(), os.getegid(), os.getgroups(),
+            st.st_uid, st.st_gid, platform.node()]
+
+platform.uname()  # the real uname, cached before any world
+world = World(seed=0)
+process = world.spawn(world.host("a"), ids)
+world.run()
+print(process.result())
+"""
+
+
+def test_user_ids_are_the_simulated_files_owner_whatever_user_runs_the_test():
+    done = subprocess.run([sys.executable, "-c", _IDS_IN_A_WORLD], capture_output=True,
+                          text=True, timeout=300, check=False, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str([0, 0, 0, 0, [0], 0, 0, "a"])
