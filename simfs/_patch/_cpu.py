@@ -13,6 +13,7 @@ the same seed.  Answered inside the world:
   monotonic clock;
 - ``resource.getrusage``: every field 0 (times, ``ru_maxrss``, faults,
   context switches);
+- ``os.getloadavg()``: (0.0, 0.0, 0.0), no process has used CPU time;
 - ``time.clock_gettime``/``clock_gettime_ns``: the realtime clocks read the
   world's wall clock, the monotonic ones its monotonic clock, the CPU-time
   clocks 0; a clock id simfs does not know is refused loudly.
@@ -86,6 +87,7 @@ def install() -> None:
         patch(time, "clock_gettime_ns", _route(
             time.clock_gettime_ns,
             lambda process, clock_id: _clock_ns(process, clock_id, "clock_gettime_ns")))
+    patch(os, "getloadavg", _route(os.getloadavg, lambda process: (0.0, 0.0, 0.0)))
     patch(os, "times", _route(os.times, lambda process: os.times_result(
         (0.0, 0.0, 0.0, 0.0, process.scheduler.clock.now_ns / NS_PER_S))))
     try:

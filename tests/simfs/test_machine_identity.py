@@ -90,10 +90,10 @@ def test_a_simulated_process_has_used_no_cpu_time_however_long_it_computes():
         usage = resource.getrusage(resource.RUSAGE_SELF)
         return [time.process_time(), time.process_time_ns(), time.thread_time(),
                 os.times()[:4], usage.ru_utime, usage.ru_stime, usage.ru_maxrss,
-                time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID)]
+                time.clock_gettime(time.CLOCK_PROCESS_CPUTIME_ID), os.getloadavg()]
 
     _, [seen] = _run(program)
-    assert seen == [0.0, 0, 0.0, (0.0, 0.0, 0.0, 0.0), 0.0, 0.0, 0, 0.0]
+    assert seen == [0.0, 0, 0.0, (0.0, 0.0, 0.0, 0.0), 0.0, 0.0, 0, 0.0, (0.0, 0.0, 0.0)]
 
 
 def test_clock_gettime_reads_the_world_clocks_and_refuses_an_unknown_clock():
