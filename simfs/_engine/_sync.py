@@ -70,6 +70,14 @@ class SimLock:
         self._waiters.append(process)
         if process.scheduler.block("a Lock", deadline):
             return True  # release() handed the lock over and woke this process
+        if process not in self._waiters:
+            # The timeout fired and, at the same virtual instant, before this
+            # process ran again, release() took it off the queue and handed
+            # it the lock (the wake was a no-op on a process already
+            # runnable).  It holds the lock now: say so.  (The holder alone
+            # does not tell: a Condition's waiter lock is held by the very
+            # process that waits on it.)
+            return True
         self._waiters.remove(process)
         return False
 

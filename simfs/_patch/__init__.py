@@ -21,7 +21,22 @@ from __future__ import annotations
 import sys
 from types import FunctionType, ModuleType
 
-from . import _audit, _compat, _escapes, _fcntl, _io, _misc, _mmap, _native, _os, _threads, _time
+from . import (
+    _audit,
+    _compat,
+    _cpu,
+    _escapes,
+    _fcntl,
+    _ids,
+    _io,
+    _logging,
+    _misc,
+    _mmap,
+    _native,
+    _os,
+    _threads,
+    _time,
+)
 from ._boundary import real_cwd_sentinel
 from ._registry import REPLACEMENTS
 
@@ -44,8 +59,8 @@ def install() -> None:
     global _installed
     if not _installed:
         _installed = True
-        for module in (_os, _io, _time, _threads, _fcntl, _misc, _escapes, _mmap, _native,
-                       _compat, _audit):
+        for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
+                       _native, _compat, _logging, _audit):
             module.install()
         from . import _asyncio, _trio
 
@@ -89,6 +104,11 @@ def _rebind_class(cls: type) -> None:
                 wrapped = staticmethod(replacement)  # type: ignore[arg-type]
             elif isinstance(member, classmethod):
                 wrapped = classmethod(replacement)  # type: ignore[arg-type]
+            elif isinstance(replacement, FunctionType) and not isinstance(inner, FunctionType):
+                # A builtin in a class does not bind to instances, a Python
+                # route would (logging.Formatter.converter = time.localtime:
+                # self.converter(t) must still pass only t).
+                wrapped = staticmethod(replacement)
             setattr(cls, attribute, wrapped)
         elif isinstance(inner, FunctionType):
             _rebind_defaults(inner)

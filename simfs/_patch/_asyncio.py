@@ -18,6 +18,16 @@ callbacks (``while True: await asyncio.sleep(0)``) lets others run and
 counts against ``max_events``.  asyncio's own ready queue is FIFO, so the
 schedule inside one loop is a function of the world's schedule alone.
 
+Task names come from the world too: a task created without a name is
+``Task-N`` from a counter that real asyncio keeps once per interpreter (in
+C, ``_asyncio``'s ``task_name_counter``, which no Python route reaches), so
+every earlier ``asyncio.run`` of the test process moved it: the same seed
+named its tasks differently in the 1st and the 1,000th world.  Inside the
+world ``loop.create_task`` (which ``asyncio.create_task``, ``ensure_future``,
+``TaskGroup`` and ``asyncio.run`` all use) names the task from a counter of
+the simulated process, starting at 1 as in a fresh interpreter.  A task
+built by calling ``asyncio.Task(...)`` directly still takes the C counter.
+
 When the world stops the process (teardown, a runaway), the loop is left
 where it is, as a killed process leaves it: the kill unwinds out of
 ``asyncio.run``, and its pending tasks are dropped without asyncio's "Task
@@ -27,6 +37,7 @@ was destroyed but it is pending" complaint at garbage collection.
 from __future__ import annotations
 
 import asyncio
+import asyncio.base_events as base_events
 import asyncio.selector_events as selector_events
 import selectors
 from typing import Any
@@ -108,5 +119,15 @@ def install() -> None:
         if isinstance(selector, SimSelector):
             selector.wake()
 
+    base_class: Any = base_events.BaseEventLoop
+    real_create_task = base_class.create_task
+
+    def create_task(self: Any, coro: Any, *, name: str | None = None, **kwargs: Any) -> Any:
+        process = current_process()
+        if name is None and process is not None:
+            name = f"Task-{process.group.next_number('asyncio.Task', 1)}"
+        return real_create_task(self, coro, name=name, **kwargs)
+
+    patch(base_class, "create_task", create_task)
     patch(loop_class, "__init__", __init__)
     patch(loop_class, "_write_to_self", _write_to_self)

@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .._errors import SimulationEscape
+from ._tz import world_timezone
 
 if TYPE_CHECKING:
     from .._world import World
@@ -47,7 +48,17 @@ def _sentinel_directory() -> str:
 
 @contextlib.contextmanager
 def real_cwd_sentinel(world: World) -> Iterator[None]:
-    """Run a block with the real cwd in the sentinel; a file left there is an escape."""
+    """Run a block with the real cwd in the sentinel; a file left there is an escape.
+
+    The block also runs in the world's time zone (``_tz``): both are the
+    process-wide state a run must not read from the real machine.
+    """
+    with world_timezone(), _sentinel_cwd(world):
+        yield
+
+
+@contextlib.contextmanager
+def _sentinel_cwd(world: World) -> Iterator[None]:
     try:
         real = os.getcwd()
     except FileNotFoundError:

@@ -10,6 +10,7 @@ import fcntl
 from typing import Any
 
 from .._engine._scheduler import current_process
+from . import _fds
 from ._registry import escape, patch
 
 _HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0, fcntl.F_GETFL: 0, fcntl.F_SETFL: 0}
@@ -30,6 +31,7 @@ def install() -> None:
         fd = _fd_of(target)
         if process is None or not process.syscalls.owns_fd(fd):
             if process is not None:
+                _fds.refuse_impossible(fd)
                 raise escape(process, f"fcntl.flock({fd}) on a real file descriptor")
             return real_flock(target, operation)
         process.syscalls.flock(fd, operation)
@@ -41,6 +43,7 @@ def install() -> None:
         fd = _fd_of(target)
         if process is None or not process.syscalls.owns_fd(fd):
             if process is not None:
+                _fds.refuse_impossible(fd)
                 raise escape(process, f"fcntl.lockf({fd}) on a real file descriptor")
             return real_lockf(target, command, length, start, whence)
         process.syscalls.lockf(fd, command, length, start, whence)

@@ -9,11 +9,15 @@
   applied to the files and directories it creates; it never changes the
   real process's umask.
 - ``linecache`` reads real source files with routing off: a traceback
-  printed inside the world is not the program's I/O.
+  printed inside the world is not the program's I/O.  So do ``inspect``'s
+  source lookups (``inspect.stack()`` stats each frame's file; filelock's
+  suite calls it): a program's own code is loaded from the real machine, as
+  an import is.
 """
 
 from __future__ import annotations
 
+import inspect
 import linecache
 import os
 import random
@@ -93,3 +97,5 @@ def install() -> None:
     for name in ("getlines", "updatecache", "checkcache", "lazycache"):
         if hasattr(linecache, name):
             patch(linecache, name, real_outside(getattr(linecache, name)))
+    for name in ("getsourcefile", "getabsfile", "getmodule", "findsource"):
+        patch(inspect, name, real_outside(getattr(inspect, name)))

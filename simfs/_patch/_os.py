@@ -18,7 +18,7 @@ from .._engine._scheduler import Process, _tls, current_process
 from .._errors import simulated_oserror
 from .._os._seam import SyscallSeam
 from .._world import host_of
-from . import _proc
+from . import _fds, _proc
 from ._registry import escape, patch
 
 # The syscall each route calls, through the typed seam (mypy checks the name).
@@ -93,6 +93,7 @@ def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
             return call(syscalls)(fd, *args, **kwargs)
         if fd in _STDIO:
             return real(fd, *args, **kwargs)
+        _fds.refuse_impossible(fd)
         raise escape(process, f"os.{real.__name__}({fd}) on a real file descriptor")
 
     return route

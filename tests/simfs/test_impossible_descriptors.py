@@ -1,0 +1,47 @@
+"""A descriptor number no process can hold fails with EBADF, as on Linux.
+
+Linux never hands out a descriptor at or above ``fs.nr_open`` (default
+1 << 20, fs/file.c) or below 0, so the kernel's answer there is ``EBADF``
+on any machine; filelock's suite checks that locking such a number raises
+instead of silently succeeding.  A number that could be one of the test
+process's real descriptors stays a loud escape.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Callable
+
+import pytest
+
+from simfs import SimulationEscape, World
+
+CALLS: list[Callable[[], object]] = [
+    lambda: os.fstat(1 << 20), lambda: os.close(-1), lambda: os.read(1 << 21, 1),
+    lambda: fcntl.flock(1 << 20, fcntl.LOCK_EX | fcntl.LOCK_NB),
+    lambda: fcntl.lockf(1 << 20, fcntl.LOCK_EX),
+]
+
+
+def _error_of(call: Callable[[], object]) -> str:
+    try:
+        call()
+    except OSError as error:
+        return f"{type(error).__name__}: {error}"
+    return "no error"
+
+
+@pytest.mark.parametrize("call", CALLS)
+def test_a_descriptor_beyond_nr_open_or_negative_is_ebadf_reading_as_the_real_one(call):
+    world = World(seed=0)
+    process = world.spawn(world.host("a"), _error_of, call)
+    world.run()
+    assert process.result() == _error_of(call) == "OSError: [Errno 9] Bad file descriptor"
+
+
+def test_a_number_that_could_be_a_real_descriptor_is_still_an_escape():
+    world = World(seed=0)
+    world.spawn(world.host("a"), os.fstat, 1000)
+    with pytest.raises(SimulationEscape, match=r"os.fstat\(1000\) on a real file descriptor"):
+        world.run()
