@@ -7,6 +7,7 @@ value cites the run that measured it (DESIGN §3.5, "Kernel 6.12.117").
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,21 +24,20 @@ class KernelProfile:
 
     Attributes:
         release: the kernel release, e.g. ``"6.1"``.
-        lock_grant_delay_s: seconds from the release of a lock held by
-            another host until a blocked ``flock``/``lockf`` waiting for it
-            is granted.  Linux 6.1 (measured): 6-40 ms, the NLM GRANTED
-            callback, modelled as 0.  Linux 6.12.117 (measured): about 30.5 s, because the
-            server drops the queued request and the client only retries on
-            its own timer.  That timer runs from the block, not from the
-            release (measured again in compose/vm.py's VM with
-            compose/probe_lock_grant.py: blocked at 1.05 s, granted at
-            32.5 s whether the holder released at 2 s or at 10 s; released
-            at 35 s, granted at 63.3 s), which is lockd's re-sent LOCK every
-            NLMCLNT_POLL_TIMEOUT (30 s, fs/lockd/clntproc.c nlmclnt_lock)
-            plus about 1 s for the first call.  So 30.5 s after the release
-            holds for a release about 1 s after the block (the parity test's
-            case); a longer hold is granted sooner after its release (22.5 s
-            for the 10 s hold), which this one number does not model.
+        lock_retry_s: how a ``flock``/``lockf`` blocked on another host's
+            lock learns of the release.  ``None``: the server's NLM GRANTED
+            callback hands it over at the release (Linux 6.1, measured 6-40
+            ms, modelled as 0).  ``(first, every)``: the server drops the
+            queued request and the client's lockd re-sends its LOCK on its
+            own timer, counted from the block: the first retry ``first``
+            seconds after the block, then every ``every`` seconds, and the
+            waiter is granted at the first retry at or after the release.
+            Linux 6.12.117, measured in compose/vm.py's VM with
+            compose/probe_lock_grant.py: blocked at 1.05 s, granted at 32.5 s
+            whether the holder released at 2 s or at 10 s; released at 35 s,
+            granted at 63.3 s.  That is NLMCLNT_POLL_TIMEOUT (30 s,
+            fs/lockd/clntproc.c nlmclnt_lock) plus the retry's own calls under
+            emulation: first retry 31.45 s after the block, then every 30.75 s.
         writeback_range_s: (earliest, latest) seconds after data is first
             dirtied at which the client writes it back on its own, before
             any close or fsync (measured on 6.1 and 6.12: 0.6 s to 31 s,
@@ -46,24 +46,46 @@ class KernelProfile:
     """
 
     release: str
-    lock_grant_delay_s: float
+    lock_retry_s: tuple[float, float] | None
     writeback_range_s: tuple[float, float]
+
+    def lock_granted_at(self, blocked_s: float, released_s: float) -> float:
+        """When a waiter that blocked at ``blocked_s`` gets a lock another
+        host released at ``released_s`` (both on one clock, seconds).
+
+        Raises:
+            ValueError: the release comes before the block.
+        """
+        if released_s < blocked_s:
+            raise ValueError(f"released at {released_s:g} s, before the block at "
+                             f"{blocked_s:g} s: the waiter would not have blocked")
+        if self.lock_retry_s is None:
+            return released_s
+        first, every = self.lock_retry_s
+        retry = blocked_s + first
+        if released_s > retry:
+            retry += math.ceil((released_s - retry) / every) * every
+        return retry
 
     def differences(self) -> str:
         """The profile as one line for traces and ``World.explain``."""
-        return (f"kernel {self.release}: blocked lock granted {self.lock_grant_delay_s:g} s "
-                f"after release; writeback {self.writeback_range_s[0]:g}-"
+        if self.lock_retry_s is None:
+            locks = "blocked lock granted at another host's release (NLM GRANTED callback)"
+        else:
+            first, every = self.lock_retry_s
+            locks = (f"blocked lock granted at the client's next retry, {first:g} s after "
+                     f"the block then every {every:g} s (the server drops the queued request)")
+        return (f"kernel {self.release}: {locks}; writeback {self.writeback_range_s[0]:g}-"
                 f"{self.writeback_range_s[1]:g} s after the first dirty write")
 
 
 # One table of differences.  6.1's measured 6-40 ms grant (the GRANTED
 # callback over loopback) is modelled as immediate: it is below every poll
 # interval the seeds use, and 0 keeps a hand-over at the release instant.
-# 6.12's is the measured 30.5 s (for a release about 1 s after the block;
-# see lock_grant_delay_s for how it varies with the hold).
+# 6.12's retries are the measured ones (see KernelProfile.lock_retry_s).
 KERNELS: Final[dict[str, KernelProfile]] = {
-    "6.1": KernelProfile("6.1", lock_grant_delay_s=0.0, writeback_range_s=(0.6, 31.0)),
-    "6.12": KernelProfile("6.12", lock_grant_delay_s=30.5, writeback_range_s=(0.6, 31.0)),
+    "6.1": KernelProfile("6.1", lock_retry_s=None, writeback_range_s=(0.6, 31.0)),
+    "6.12": KernelProfile("6.12", lock_retry_s=(31.45, 30.75), writeback_range_s=(0.6, 31.0)),
 }
 
 DEFAULT_KERNEL: Final = "6.1"

@@ -9,9 +9,9 @@ process's POSIX locks on it.
 
 A waiter blocked on another host's lock is granted some time after the
 release, set by the waiter's kernel profile (``_kernels.py``): the NLM
-GRANTED callback on Linux 6.1 (6-40 ms, measured), the client's own retry
-about 30.5 s later on 6.12.117 (measured; the server drops the queued
-request).
+GRANTED callback on Linux 6.1 (6-40 ms, measured), the client's own next
+retry on 6.12.117, on a 30 s timer counted from the block (measured; the
+server drops the queued request).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from .._errors import simulated_oserror
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process, Scheduler
+    from ._kernels import KernelProfile
 
 INFINITY = math.inf
 
@@ -82,20 +83,26 @@ class LockTable:
 
     def lock(self, fileid: int, owner: Hashable, start: float, end: float, *,
              exclusive: bool, wait: bool, what: str, host: str = "",
-             grant_delay_s: float = 0.0) -> float:
+             kernel: KernelProfile | None = None) -> float:
         """Take (or convert to) a lock; wait for conflicting owners if ``wait``.
 
-        Returns the seconds the grant waited after another host's release
-        (the kernel profile's ``grant_delay_s``; 0 when nothing was waited).
+        Returns the seconds the grant waited after another host's release:
+        0 unless the waiter's ``kernel`` learns of releases by retrying
+        (``KernelProfile.lock_retry_s``), when it is granted at its next
+        retry, counted from when it first blocked.
 
         Raises:
             BlockingIOError: a conflicting lock is held and ``wait`` is false.
         """
         delayed = 0.0
+        blocked_ns: int | None = None
+        clock = self._scheduler.clock
         while self._conflict(fileid, owner, start, end, exclusive):
             if not wait:
                 raise simulated_oserror(errno.EAGAIN)
             process = self._scheduler.checkpoint()
+            if blocked_ns is None:
+                blocked_ns = clock.now_ns
             self._waiters.setdefault(fileid, []).append(process)
             try:
                 self._scheduler.block(f"lock on {what}")
@@ -104,9 +111,13 @@ class LockTable:
                 if process in waiters:
                     waiters.remove(process)
             releaser = self._released_by.get(fileid, host)
-            if grant_delay_s and releaser != host:
-                self._scheduler.sleep(round(grant_delay_s * 1_000_000_000))
-                delayed = grant_delay_s
+            if kernel is not None and kernel.lock_retry_s is not None and releaser != host:
+                released_s = clock.now_ns / 1e9
+                retry_s = kernel.lock_granted_at(blocked_ns / 1e9, released_s)
+                wait_ns = max(0, round(retry_s * 1e9) - clock.now_ns)
+                if wait_ns:
+                    self._scheduler.sleep(wait_ns)
+                delayed = wait_ns / 1e9
         self._carve(fileid, owner, start, end)
         self._locks.setdefault(fileid, []).append(LockRecord(owner, start, end, exclusive,
                                                              host))

@@ -300,7 +300,7 @@ class FileCalls:
             delayed = self._world.locks.lock(
                 open_file.fileid, owner, 0, INFINITY, exclusive=kind == _LOCK_EX,
                 wait=not operation & _LOCK_NB, what=open_file.path, host=self._host.name,
-                grant_delay_s=self._client.kernel.lock_grant_delay_s)
+                kernel=self._client.kernel)
             return self._granted(operation, delayed)
 
         self._run("flock", open_file.path, effect)
@@ -337,7 +337,7 @@ class FileCalls:
             delayed = locks.lock(open_file.fileid, self._posix_owner(), first, end,
                                  exclusive=kind == _LOCK_EX, wait=not command & _LOCK_NB,
                                  what=open_file.path, host=self._host.name,
-                                 grant_delay_s=self._client.kernel.lock_grant_delay_s)
+                                 kernel=self._client.kernel)
             return self._granted(command, delayed)
 
         self._run("lockf", open_file.path, effect)

@@ -332,16 +332,17 @@ def hold_flock(root: str, relative: str, seconds: float) -> float:
     return released
 
 
-def wait_flock(root: str, relative: str, after: float) -> float:
-    """Block on the flock another host holds; the wall time it is granted."""
+def wait_flock(root: str, relative: str, after: float) -> tuple[float, float]:
+    """Block on the flock another host holds; the wall times it blocked and was granted."""
     import fcntl
 
     time.sleep(after)
     fd = os.open(Path(root) / relative, os.O_RDWR)
+    blocked = time.time()
     fcntl.flock(fd, fcntl.LOCK_EX)
     granted = time.time()
     os.close(fd)
-    return granted
+    return blocked, granted
 
 
 def read_then_patch(root: str, relative: str, patch_at: float, close_at: float) -> None:

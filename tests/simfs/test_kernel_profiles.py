@@ -2,8 +2,8 @@
 
 DESIGN §3.5 "Kernel 6.12.117": the same as 6.1 in every measured case except
 locks: a blocked ``flock``/``lockf`` waiting on another host's lock is granted
-about 30.5 s after the release (the server drops the queued request and the
-client retries), against 6-40 ms on 6.1.
+at the client's next retry, on lockd's 30 s timer counted from the block (the
+server drops the queued request), against 6-40 ms after the release on 6.1.
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ def _wait(path: str, use_lockf: bool) -> float:
     return granted
 
 
-def _grant_time(kernel: str, use_lockf: bool) -> float:
+def _grant_time(kernel: str, use_lockf: bool, hold: float = 2.0) -> float:
+    """When the waiter, blocking at 0.5 s, gets the lock held until ``hold``."""
     world = World()
     world.server.write_bytes("/shared/lock", b"")
     holder = world.host("holder")
     waiter = world.host("waiter", kernel=kernel)
-    world.spawn(holder, _hold, "/shared/lock", 2.0, use_lockf)
+    world.spawn(holder, _hold, "/shared/lock", hold, use_lockf)
     process = world.spawn(waiter, _wait, "/shared/lock", use_lockf)
     world.run()
     return process.result()
@@ -57,9 +58,16 @@ def test_on_6_1_a_blocked_lock_is_granted_at_the_release(use_lockf):
 
 
 @pytest.mark.parametrize("use_lockf", [False, True], ids=["flock", "lockf"])
-def test_on_6_12_a_lock_blocked_on_another_host_is_granted_30_5_s_after_the_release(
-        use_lockf):
-    assert _grant_time("6.12", use_lockf) == pytest.approx(2.0 + 30.5)
+@pytest.mark.parametrize(("hold", "after_block"), [(2.0, 31.45), (10.0, 31.45), (35.0, 62.2)],
+                         ids=["released-1.5s-after-the-block", "released-9.5s-after",
+                              "released-34.5s-after"])
+def test_on_6_12_a_lock_blocked_on_another_host_is_granted_at_the_next_retry_from_the_block(
+        use_lockf, hold, after_block):
+    # Measured on 6.12.117 (compose/probe_lock_grant.py): blocked at 1.05 s,
+    # granted at 32.5 s for a release at 2 s and at 10 s alike (31.45 s after
+    # the block); released at 35 s, granted at 63.26 s (62.16 s after the
+    # block: the second retry).  The grant follows the block, not the release.
+    assert _grant_time("6.12", use_lockf, hold) == pytest.approx(0.5 + after_block)
 
 
 def test_the_trace_names_the_kernel_that_delayed_the_grant():
@@ -69,7 +77,8 @@ def test_the_trace_names_the_kernel_that_delayed_the_grant():
     world.spawn(world.host("waiter", kernel="6.12"), _wait, "/shared/lock", False)
     world.run()
     granted = [e for e in world.trace.select(op="flock") if e.host == "waiter"]
-    assert granted[-1].outcome == ("LOCK_EX granted 30.5 s after another host's release "
+    # Blocked at 0.5 s, released at 2.0 s, retried at 0.5 + 31.45 s.
+    assert granted[-1].outcome == ("LOCK_EX granted 29.95 s after another host's release "
                                    "(kernel 6.12)")
 
 
@@ -84,12 +93,18 @@ def test_an_unknown_kernel_is_refused_with_the_known_ones_listed():
         World().host("a", kernel="5.10")
 
 
-def test_the_profiles_differ_only_in_the_lock_grant_delay():
+def test_the_profiles_differ_only_in_how_a_blocked_lock_learns_of_the_release():
     # DESIGN §3.5: 6.12.117 behaved as 6.1 in every measured case but locks.
     old, new = KERNELS["6.1"], KERNELS["6.12"]
     assert old.writeback_range_s == new.writeback_range_s == (0.6, 31.0)
-    assert (old.lock_grant_delay_s, new.lock_grant_delay_s) == (0.0, 30.5)
-    assert "30.5 s after release" in new.differences()
+    assert old.lock_retry_s is None and new.lock_retry_s is not None
+    assert "GRANTED callback" in old.differences()
+    assert "next retry, 31.45 s after the block then every 30.75 s" in new.differences()
+
+
+def test_a_release_before_the_block_is_refused_by_the_grant_rule():
+    with pytest.raises(ValueError, match="released at 1 s, before the block at 2 s"):
+        KERNELS["6.12"].lock_granted_at(2.0, 1.0)
 
 
 def test_explain_shows_each_hosts_kernel():
