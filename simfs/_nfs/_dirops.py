@@ -114,6 +114,10 @@ class DirectoryOps(LookupOps):
             self._set_dentry(dir_id, name, None)
             raise
         self._set_dentry(dir_id, name, None)
+        # nfs_safe_remove drops the inode's link count and marks its change,
+        # ctime and nlink invalid (nfs_drop_nlink, fs/nfs/dir.c): another
+        # name of the same file stats fresh attributes on this host.
+        self.invalidate_attrs(fileid)
 
     def _silly_rename(self, dir_id: int, name: str, fileid: int) -> str:
         while True:

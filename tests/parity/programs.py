@@ -320,6 +320,16 @@ def exists_at(root: str, looks: tuple[tuple[float, str], ...]) -> list[bool]:
 # -- locks ----------------------------------------------------------------------------
 
 
+def unlink_second_link(root: str, relative: str) -> tuple[int, int]:
+    """Make a hard link to a file, unlink it; the file's st_nlink before and after."""
+    path = Path(root) / relative
+    link = path.with_name(path.name + ".link")
+    os.link(path, link)
+    before = os.stat(path).st_nlink
+    os.unlink(link)
+    return before, os.stat(path).st_nlink
+
+
 def hold_flock(root: str, relative: str, seconds: float) -> float:
     """Take an exclusive flock, hold it, release it; the wall time of the release."""
     fd = os.open(Path(root) / relative, os.O_RDWR | os.O_CREAT, 0o644)

@@ -151,6 +151,17 @@ def test_a_negative_entry_made_in_a_directory_just_made_elsewhere_is_not_trusted
     assert seen == [False, False, False, True, False, False, False, True]
 
 
+def test_unlinking_a_second_hard_link_shows_one_link_at_once_on_that_host(cluster):
+    # Kernel source (prediction the real tier checks): nfs_safe_remove calls
+    # nfs_drop_nlink (fs/nfs/dir.c), which drops the cached link count and
+    # marks nlink invalid, so the next stat of the other name shows 1 even
+    # within acregmin (3 s on host a).
+    base = _setup(cluster, "nlink")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", b"x")))
+    (counts,) = cluster.run(("a", programs.unlink_second_link, (f"{base}/f",)))
+    assert tuple(counts) == (2, 1)
+
+
 @pytest.mark.parametrize("hold", [2.0, 10.0], ids=["short-hold", "long-hold"])
 def test_a_flock_blocked_on_another_host_is_granted_when_its_kernel_learns_of_the_release(
         cluster, hold):

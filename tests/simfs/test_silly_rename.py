@@ -177,3 +177,19 @@ def test_replace_from_another_host_makes_the_old_descriptor_stale():
     world.spawn(a, writer)
     world.run()
     assert held.result() == errno.ESTALE
+
+
+def test_unlinking_one_of_two_hard_links_shows_one_link_left_on_the_same_host():
+    # nfs_safe_remove -> nfs_drop_nlink (fs/nfs/dir.c) drops the inode's link
+    # count and marks its attributes invalid, so a stat of the other name on
+    # the host that unlinked answers fresh (Linux; found by filelock's suite,
+    # which checks st_nlink after removing a link).
+    def scenario():
+        _write("/shared/a", b"x")
+        os.link("/shared/a", "/shared/b")
+        before = os.stat("/shared/a").st_nlink
+        os.unlink("/shared/b")
+        return before, os.stat("/shared/a").st_nlink
+
+    world, a, _ = two_hosts()
+    assert run_alone(world, a, scenario) == (2, 1)
