@@ -85,8 +85,17 @@ def parse_mountstats(text: str, mount_point: str) -> dict[str, int]:
     return counts
 
 
+WAITING = "waiting"  # a child's first message: imported, unpickled, waiting for "go"
+
+
 def _child(connection: Connection, spec: ProcessSpec, root: str, go: Any) -> None:
     try:
+        # Only now is this process one event away from starting: a spawned
+        # interpreter took about a minute to import the project under qemu's
+        # emulator, and a process still importing when "go" came started that
+        # much later than its peer (issue 17: the handshake's creator ran
+        # before the waiter had made the step directory).
+        connection.send((WAITING, None))
         go.wait()  # start with the others, as simulated processes start at one instant
         result = spec.target(root, *spec.args)
         connection.send(("ok", result))
@@ -99,6 +108,34 @@ def _child(connection: Connection, spec: ProcessSpec, root: str, go: Any) -> Non
 
 class RealProcessFailed(RuntimeError):
     """A scenario process on a real mount raised; carries its traceback text."""
+
+
+def await_waiting(receiver: Connection, process: Any, what: str, timeout: float) -> None:
+    """Return once the child started by ``process`` waits for "go" (``_child``).
+
+    Args:
+        receiver: the parent's end of the child's pipe.
+        process: the ``multiprocessing.Process`` (for its exit code).
+        what: names the process in errors, e.g. "create_marker on 'trainer'".
+        timeout: seconds the child may take to start.
+
+    Raises:
+        RealProcessFailed: the child exited, failed, or did not start in time.
+    """
+    try:
+        if not receiver.poll(timeout):
+            process.kill()
+            raise RealProcessFailed(f"{what} did not start within {timeout:g} s")
+        status, payload = receiver.recv()
+    except EOFError:
+        process.join(5)
+        raise RealProcessFailed(f"{what} exited (exit code {process.exitcode}) before it "
+                                f"started") from None
+    if status == "error":
+        name, message, text = payload
+        raise RealProcessFailed(f"{what} raised {name}: {message}\n{text}")
+    if status != WAITING:
+        raise RealProcessFailed(f"{what} sent {status!r} before it started")
 
 
 class RealSession:
@@ -140,8 +177,17 @@ class RealSession:
             process.start()
             sender.close()
             started.append((spec, process, receiver))
-        # Forking takes long under emulation; release every process at once so
+        # Forking takes long under emulation; release every process at once,
+        # once every one waits (the agents' did before answering "ready"), so
         # that the trial's timeline starts together on all hosts.
+        try:
+            for spec, process, receiver in started:
+                await_waiting(receiver, process, f"{spec.target.__name__} on {spec.host!r}",
+                              timeout)
+        except BaseException:
+            for _, other, _ in started:
+                other.kill()
+            raise
         go.set()
         for process_on_agent in remote.values():
             process_on_agent.go()
