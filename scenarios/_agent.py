@@ -155,6 +155,15 @@ class RemoteProcess:
     def go(self) -> None:
         _send(self._stream, {"go": True})
 
+    def cancel(self) -> None:
+        """Tell the agent to kill the waiting process (a trial that will not run)."""
+        try:
+            _send(self._stream, {"go": False})
+        except (OSError, ValueError):
+            pass  # the agent is gone (its process with it), or the trial already ran
+        finally:
+            self._socket.close()
+
     def result(self) -> Any:
         try:
             answer = _receive(self._stream)

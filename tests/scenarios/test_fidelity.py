@@ -217,3 +217,23 @@ def test_a_real_process_reports_waiting_before_it_runs_anything_and_runs_only_at
         process.join(timeout=30)
         if process.is_alive():
             process.kill()
+
+
+def test_trials_run_in_order_and_a_trial_readied_after_a_failure_never_runs(tmp_path):
+    from scenarios._base import ProcessSpec
+    from scenarios._real import RealProcessFailed, RealSession
+
+    (tmp_path / "a").mkdir()
+    session = RealSession({"a": str(tmp_path / "a")}, {"a": "vers=3"}, verify_nfs=False)
+    trials = [[ProcessSpec("a", _write_then_read, ("x", "first"))],
+              [ProcessSpec("a", _write_then_read, ("y", "second"))]]
+    assert list(session.run_trials(trials, timeout=30)) == [["first"], ["second"]]
+
+    # The next trial is started (waiting for go) while the failing one runs.
+    failing = [[ProcessSpec("a", _fail)], [ProcessSpec("a", _write_then_read, ("z", "late"))]]
+    with pytest.raises(RealProcessFailed, match="ValueError: from the child"):
+        list(session.run_trials(failing, timeout=30))
+    stopped = session.run_trials(trials[:1] + failing[1:], timeout=30)
+    assert next(stopped) == ["first"]
+    stopped.close()  # a caller that stops early: the readied trial is cancelled
+    assert not (tmp_path / "a" / "z").exists()
