@@ -17,9 +17,9 @@
 # Environment (all optional):
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
 #   VM_OUT       results directory (default /tmp/nfs-compose-tier)
-#   VM_TIMEOUT   seconds for the whole VM run (default 2400; a passing run
-#                took 524 s in the VM, 563 s in all, on 2 cores shared with
-#                another VM: the default leaves room for a busier machine)
+#   VM_TIMEOUT   seconds for the whole VM run (default 2400; passing runs
+#                took 316 s and 563 s in all on 2 cores shared with another
+#                VM, the VM run 305 s and 524 s: room for a busier machine)
 #   VM_MEMORY    guest memory (default 3G: the engine's images live in RAM)
 set -u
 
