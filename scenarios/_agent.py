@@ -28,6 +28,7 @@ import socketserver
 import sys
 import threading
 from collections.abc import Callable
+from multiprocessing import forkserver
 from typing import Any
 
 from ._base import ProcessSpec, ScenarioError
@@ -87,7 +88,7 @@ class _Handler(socketserver.StreamRequestHandler):
             _send(self.wfile, {"status": "error", "error": f"{type(error).__name__}: {error}"})
 
     def _run(self, request: dict[str, Any]) -> None:
-        from ._real import _check_options, _child
+        from ._real import _check_options, _child, await_waiting
 
         target = resolve_target(str(request["target"]))
         if self.server.verify_nfs:
@@ -95,14 +96,17 @@ class _Handler(socketserver.StreamRequestHandler):
                            str(request.get("options", "vers=3")))
         # The agent serves each coordinator connection on its own thread, and
         # forking a threaded process can deadlock the child (Python 3.12
-        # warns): spawn a fresh interpreter, released by the same "go" event.
-        context = multiprocessing.get_context("spawn")
+        # warns): fork from the single-threaded fork server instead, which
+        # `serve` starts with the project imported (a spawned interpreter
+        # took about a minute per process to import it under qemu's emulator).
+        context = multiprocessing.get_context("forkserver")
         go = context.Event()
         receiver, sender = context.Pipe(duplex=False)
         spec = ProcessSpec(self.server.host, target, tuple(request.get("args", ())))
         process = context.Process(target=_child, args=(sender, spec, self.server.root, go))
         process.start()
         sender.close()
+        await_waiting(receiver, process, f"{request['target']} on {self.server.host!r}", 600)
         _send(self.wfile, {"ready": True})
         if not _receive(self.rfile).get("go"):
             process.kill()
@@ -151,6 +155,15 @@ class RemoteProcess:
     def go(self) -> None:
         _send(self._stream, {"go": True})
 
+    def cancel(self) -> None:
+        """Tell the agent to kill the waiting process (a trial that will not run)."""
+        try:
+            _send(self._stream, {"go": False})
+        except (OSError, ValueError):
+            pass  # the agent is gone (its process with it), or the trial already ran
+        finally:
+            self._socket.close()
+
     def result(self) -> Any:
         try:
             answer = _receive(self._stream)
@@ -176,6 +189,10 @@ def remote_mountstats(address: str, timeout: float = 30.0) -> dict[str, int]:
 def serve(host: str, root: str, listen: str) -> None:
     """Serve forever (until interrupted)."""
     address, _, port = listen.rpartition(":")
+    # Start the fork server with the project imported before announcing the
+    # agent, so that the first trial's processes fork as fast as the last.
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["scenarios._agent"])
+    forkserver.ensure_running()
     with AgentServer((address or "0.0.0.0", int(port)), host, root) as server:
         print(f"agent for host {host!r} ({root}) listening on {listen}", file=sys.stderr,
               flush=True)

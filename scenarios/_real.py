@@ -19,7 +19,7 @@ import json
 import multiprocessing
 import os
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -85,8 +85,17 @@ def parse_mountstats(text: str, mount_point: str) -> dict[str, int]:
     return counts
 
 
+WAITING = "waiting"  # a child's first message: imported, unpickled, waiting for "go"
+
+
 def _child(connection: Connection, spec: ProcessSpec, root: str, go: Any) -> None:
     try:
+        # Only now is this process one event away from starting: a spawned
+        # interpreter took about a minute to import the project under qemu's
+        # emulator, and a process still importing when "go" came started that
+        # much later than its peer (issue 17: the handshake's creator ran
+        # before the waiter had made the step directory).
+        connection.send((WAITING, None))
         go.wait()  # start with the others, as simulated processes start at one instant
         result = spec.target(root, *spec.args)
         connection.send(("ok", result))
@@ -99,6 +108,80 @@ def _child(connection: Connection, spec: ProcessSpec, root: str, go: Any) -> Non
 
 class RealProcessFailed(RuntimeError):
     """A scenario process on a real mount raised; carries its traceback text."""
+
+
+def await_waiting(receiver: Connection, process: Any, what: str, timeout: float) -> None:
+    """Return once the child started by ``process`` waits for "go" (``_child``).
+
+    Args:
+        receiver: the parent's end of the child's pipe.
+        process: the ``multiprocessing.Process`` (for its exit code).
+        what: names the process in errors, e.g. "create_marker on 'trainer'".
+        timeout: seconds the child may take to start.
+
+    Raises:
+        RealProcessFailed: the child exited, failed, or did not start in time.
+    """
+    try:
+        if not receiver.poll(timeout):
+            process.kill()
+            raise RealProcessFailed(f"{what} did not start within {timeout:g} s")
+        status, payload = receiver.recv()
+    except EOFError:
+        process.join(5)
+        raise RealProcessFailed(f"{what} exited (exit code {process.exitcode}) before it "
+                                f"started") from None
+    if status == "error":
+        name, message, text = payload
+        raise RealProcessFailed(f"{what} raised {name}: {message}\n{text}")
+    if status != WAITING:
+        raise RealProcessFailed(f"{what} sent {status!r} before it started")
+
+
+class _Trial:
+    """One trial's started processes, local and on agents, all waiting for "go"."""
+
+    def __init__(self, processes: Sequence[ProcessSpec], timeout: float, go: Any) -> None:
+        self.processes = processes
+        self.timeout = timeout
+        self.go = go
+        self.local: list[tuple[ProcessSpec, Any, Connection]] = []
+        self.remote: dict[int, Any] = {}  # index in processes -> _agent.RemoteProcess
+
+    def release(self) -> None:
+        self.go.set()
+        for process_on_agent in self.remote.values():
+            process_on_agent.go()
+
+    def collect(self) -> list[Any]:
+        """Every process's result, in the order of ``processes``.
+
+        Raises:
+            RealProcessFailed: a process raised or did not finish in time.
+        """
+        local: list[Any] = []
+        for spec, process, receiver in self.local:
+            if not receiver.poll(self.timeout):
+                self.cancel()
+                raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} did not "
+                                        f"finish within {self.timeout} s")
+            status, payload = receiver.recv()
+            process.join()
+            if status == "error":
+                name, message, text = payload
+                raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} raised "
+                                        f"{name}: {message}\n{text}")
+            local.append(payload)
+        in_order = iter(local)
+        return [self.remote[index].result() if index in self.remote else next(in_order)
+                for index in range(len(self.processes))]
+
+    def cancel(self) -> None:
+        """Stop every process that has not finished; its agent kills its own."""
+        for _, process, _ in self.local:
+            process.kill()
+        for process_on_agent in self.remote.values():
+            process_on_agent.cancel()
 
 
 class RealSession:
@@ -123,45 +206,66 @@ class RealSession:
         self._context = multiprocessing.get_context("fork")
 
     def run(self, processes: Sequence[ProcessSpec], *, timeout: float) -> list[Any]:
+        trial = self._start(processes, timeout)
+        trial.release()
+        return trial.collect()
+
+    def run_trials(self, trials: Sequence[Sequence[ProcessSpec]], *, timeout: float
+                   ) -> Iterator[list[Any]]:
+        """``run`` each trial in turn, each released the moment the previous one ends.
+
+        The next trial's processes are started, and waiting, while the
+        previous one runs.  In the simulation one trial begins at the very
+        instant the last one ended, with the clients' caches as it left them
+        (attributes cached then expire acdirmin later); started only after
+        it, the next trial began late by a fork and an agent round trip
+        each, which under qemu's emulator shortened the handshake's
+        measured stall by up to 0.2 s (issue 17).
+
+        Yields:
+            each trial's results, in the order of ``run``'s.
+        """
+        following = self._start(trials[0], timeout) if trials else None
+        try:
+            for index in range(len(trials)):
+                current, following = following, None
+                assert current is not None
+                current.release()
+                if index + 1 < len(trials):
+                    following = self._start(trials[index + 1], timeout)
+                yield current.collect()
+        finally:  # a failed trial, or a caller that stopped early
+            if following is not None:
+                following.cancel()
+
+    def _start(self, processes: Sequence[ProcessSpec], timeout: float) -> _Trial:
+        """Start every process of one trial; return once each waits for "go"."""
         from ._agent import RemoteProcess
 
-        remote = {index: RemoteProcess(self._agents[spec.host], spec, self._options[spec.host],
-                                       timeout)
-                  for index, spec in enumerate(processes) if spec.host in self._agents}
-        started = []
-        go = self._context.Event()
-        for spec in processes:
-            if spec.host in self._agents:
-                continue
-            receiver, sender = self._context.Pipe(duplex=False)
-            process = self._context.Process(target=_child,
-                                            args=(sender, spec, self._mounts[spec.host], go),
-                                            name=spec.name or spec.target.__name__)
-            process.start()
-            sender.close()
-            started.append((spec, process, receiver))
-        # Forking takes long under emulation; release every process at once so
-        # that the trial's timeline starts together on all hosts.
-        go.set()
-        for process_on_agent in remote.values():
-            process_on_agent.go()
-        local: list[Any] = []
-        for spec, process, receiver in started:
-            if not receiver.poll(timeout):
-                for _, other, _ in started:
-                    other.kill()
-                raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} did not "
-                                        f"finish within {timeout} s")
-            status, payload = receiver.recv()
-            process.join()
-            if status == "error":
-                name, message, text = payload
-                raise RealProcessFailed(f"{spec.target.__name__} on {spec.host!r} raised "
-                                        f"{name}: {message}\n{text}")
-            local.append(payload)
-        in_order = iter(local)
-        return [remote[index].result() if index in remote else next(in_order)
-                for index in range(len(processes))]
+        trial = _Trial(processes, timeout, self._context.Event())
+        try:
+            for index, spec in enumerate(processes):
+                if spec.host in self._agents:
+                    trial.remote[index] = RemoteProcess(self._agents[spec.host], spec,
+                                                        self._options[spec.host], timeout)
+                    continue
+                receiver, sender = self._context.Pipe(duplex=False)
+                process = self._context.Process(
+                    target=_child, args=(sender, spec, self._mounts[spec.host], trial.go),
+                    name=spec.name or spec.target.__name__)
+                process.start()
+                sender.close()
+                trial.local.append((spec, process, receiver))
+            # Forking takes long under emulation; release every process at
+            # once, once every one waits (the agents' did before answering
+            # "ready"), so that the trial starts together on all hosts.
+            for spec, process, receiver in trial.local:
+                await_waiting(receiver, process, f"{spec.target.__name__} on {spec.host!r}",
+                              timeout)
+        except BaseException:
+            trial.cancel()
+            raise
+        return trial
 
     def rpc_counts(self, host: str) -> dict[str, int]:
         if host in self._agents:

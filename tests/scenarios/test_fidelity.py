@@ -170,3 +170,70 @@ def test_an_agent_refuses_functions_outside_the_project():
 
     with pytest.raises(ScenarioError, match="'os:system' is not a function of scenarios"):
         resolve_target("os:system")
+
+
+def _exit_before_starting(connection):
+    import os
+
+    os._exit(3)  # as an interpreter that could not import the project would
+
+
+def test_a_process_that_dies_before_it_waits_for_go_is_reported_with_its_exit_code():
+    import multiprocessing
+
+    from scenarios._real import RealProcessFailed, await_waiting
+
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    process = context.Process(target=_exit_before_starting, args=(sender,))
+    process.start()
+    sender.close()
+    with pytest.raises(RealProcessFailed, match=r"marker on 'b' exited \(exit code 3\) before "
+                                                r"it started"):
+        await_waiting(receiver, process, "marker on 'b'", timeout=60)
+
+
+def test_a_real_process_reports_waiting_before_it_runs_anything_and_runs_only_at_go(tmp_path):
+    # The agent answers "ready" only after this report (issue 17): a spawned
+    # interpreter still importing the project when "go" came started late.
+    import multiprocessing
+
+    from scenarios._base import ProcessSpec
+    from scenarios._real import _child, await_waiting
+
+    context = multiprocessing.get_context("forkserver")
+    go = context.Event()
+    receiver, sender = context.Pipe(duplex=False)
+    spec = ProcessSpec("a", _write_then_read, ("x", "written"))
+    process = context.Process(target=_child, args=(sender, spec, str(tmp_path), go))
+    process.start()
+    sender.close()
+    try:
+        await_waiting(receiver, process, "write on 'a'", timeout=60)
+        assert not (tmp_path / "x").exists()  # blocked on go
+        go.set()
+        assert receiver.recv() == ("ok", "written")
+    finally:
+        process.join(timeout=30)
+        if process.is_alive():
+            process.kill()
+
+
+def test_trials_run_in_order_and_a_trial_readied_after_a_failure_never_runs(tmp_path):
+    from scenarios._base import ProcessSpec
+    from scenarios._real import RealProcessFailed, RealSession
+
+    (tmp_path / "a").mkdir()
+    session = RealSession({"a": str(tmp_path / "a")}, {"a": "vers=3"}, verify_nfs=False)
+    trials = [[ProcessSpec("a", _write_then_read, ("x", "first"))],
+              [ProcessSpec("a", _write_then_read, ("y", "second"))]]
+    assert list(session.run_trials(trials, timeout=30)) == [["first"], ["second"]]
+
+    # The next trial is started (waiting for go) while the failing one runs.
+    failing = [[ProcessSpec("a", _fail)], [ProcessSpec("a", _write_then_read, ("z", "late"))]]
+    with pytest.raises(RealProcessFailed, match="ValueError: from the child"):
+        list(session.run_trials(failing, timeout=30))
+    stopped = session.run_trials(trials[:1] + failing[1:], timeout=30)
+    assert next(stopped) == ["first"]
+    stopped.close()  # a caller that stops early: the readied trial is cancelled
+    assert not (tmp_path / "a" / "z").exists()

@@ -99,3 +99,90 @@ def test_list_names_every_scenario(capsys):
 def test_get_raises_a_scenario_error_for_an_unknown_name():
     with pytest.raises(ScenarioError, match="known: "):
         scenarios.get("refitt")
+
+
+def _make_step_dir_at(root, step, at):
+    import os
+    import time
+
+    time.sleep(at)
+    os.mkdir(f"{root}/broadcast/{step}")
+    return time.time()
+
+
+def test_on_a_real_host_the_creator_counts_its_delay_from_the_waiters_mkdir():
+    # Issue 17: under emulation the waiter's host started seconds late and the
+    # creator's 0.2-2 s delay ran out before the step directory existed.
+    from scenarios._base import ProcessSpec
+    from scenarios.handshake import create_marker, prepare_broadcast_dir
+
+    session = SimBackend().session({"trainer": "vers=3", "consumer": "vers=3"}, seed=0)
+    try:
+        session.run([ProcessSpec("trainer", prepare_broadcast_dir)], timeout=60)
+        created, made = session.run([
+            ProcessSpec("consumer", create_marker, ("s", ".receiver_ready", 0.5, False, 60.0)),
+            ProcessSpec("trainer", _make_step_dir_at, ("s", 5.0)),
+        ], timeout=120)
+    finally:
+        session.close()
+    # seen within one of the creator's 0.02 s looks (and their round trips),
+    # then the 0.5 s delay
+    assert 0.5 <= created - made <= 0.5 + 0.05
+
+
+def test_a_creator_whose_step_directory_never_appears_says_what_it_waited_for():
+    from scenarios._base import ProcessSpec
+    from scenarios.handshake import create_marker, prepare_broadcast_dir
+    from simfs import ProcessFailed
+
+    session = SimBackend().session({"trainer": "vers=3", "consumer": "vers=3"}, seed=0)
+    try:
+        session.run([ProcessSpec("trainer", prepare_broadcast_dir)], timeout=60)
+        with pytest.raises(ProcessFailed, match=r"the creator waited for the waiter to make its "
+                                            r"step directory: '/shared/broadcast/s' did not "
+                                            r"appear within 3 s"):
+            session.run([ProcessSpec("consumer", create_marker,
+                                     ("s", ".receiver_ready", 0.5, False, 3.0))], timeout=60)
+    finally:
+        session.close()
+
+
+class _LateWaiterSession:
+    """A real session whose waiter first polls 1 s after the marker was made."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def run(self, processes, *, timeout):
+        self.calls.append(processes)
+        if len(processes) == 1:
+            return [None]
+        return [10.0, (11.0, 11.5, 5)]
+
+    def rpc_counts(self, host):
+        return {}
+
+    def close(self):
+        return ""
+
+
+class _LateWaiterBackend:
+    name = "real"
+
+    def __init__(self):
+        self.calls = []
+
+    def session(self, hosts, seed):
+        return _LateWaiterSession(self.calls)
+
+
+def test_a_trial_whose_waiter_first_polled_after_the_creation_is_refused_not_tabled():
+    backend = _LateWaiterBackend()
+    params = Handshake.resolve_params({}, trials=1)
+    with pytest.raises(ScenarioError, match=r"exists/waiter-made-dir/consumer-waits-sender-ready "
+                                            r"trial 0: the trainer created \.sender_ready 1\.00 s "
+                                            r"before the consumer first polled"):
+        Handshake().run(backend, 0, params, lambda message: None)
+    creator = backend.calls[1][0]
+    # a real backend's creator waits for the waiter's directory, up to the timeout
+    assert creator.target.__name__ == "create_marker" and creator.args[-1] == params["timeout"]
