@@ -31,6 +31,7 @@ _PATH_CALLS: dict[str, _Call] = {
     "replace": lambda s: s.rename, "link": lambda s: s.link, "utime": lambda s: s.utime,
     "access": lambda s: s.access, "chmod": lambda s: s.chmod, "truncate": lambda s: s.truncate,
     "readlink": lambda s: s.readlink, "chdir": lambda s: s.chdir,
+    "symlink": lambda s: s.symlink,
 }
 # Functions whose first argument is a descriptor.
 _FD_CALLS: dict[str, _Call] = {
@@ -43,7 +44,7 @@ _FD_CALLS: dict[str, _Call] = {
 _ESCAPES = (
     "system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp",
     "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp",
-    "spawnlpe", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "symlink", "mkfifo",
+    "spawnlpe", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "mkfifo",
     "mknod", "chroot", "killpg", "statvfs", "fstatvfs",
 )
 _STDIO = (0, 1, 2)
