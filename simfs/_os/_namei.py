@@ -175,6 +175,24 @@ class PathWalk:
         self._to_last(walk)
         return self._last(walk, follow=follow, intent=intent)
 
+    def _resolve_physical(self, start: int, components: list[str]) -> tuple[Attrs, str | None]:
+        """(object, its path with every link resolved) for chdir; the path is
+        None when no link was met, so the path as written stands.
+
+        getcwd(2) returns the directory's real path (the dentry's d_path),
+        never the link that led to it.
+        """
+        if not components:
+            return self._client.getattr(start), None
+        walk = self._begin(start, components)
+        self._to_last(walk)
+        attrs = self._last(walk, follow=True, intent=0)
+        if not walk.links:
+            return attrs, None
+        base = walk.base if walk.base is not None else self._cwd_below_export()
+        names = [*base, *walk.below, *([walk.name] if walk.name is not None else [])]
+        return attrs, "/".join([self._export, *names])
+
     def _parent_walk(self, start: int, components: list[str], root_errno: int) -> Walk:
         """A walk stopped before the last name: where a create or remove acts."""
         if not components or components == [nfs.UP_FROM_START]:

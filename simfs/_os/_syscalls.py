@@ -461,10 +461,10 @@ class Syscalls(PathWalk, FileCalls):
         shown, start, components = self._path(path)
 
         def effect() -> None:
-            attrs = self._resolve(start, components)
+            attrs, physical = self._resolve_physical(start, components)
             if not attrs.is_dir:
                 raise simulated_oserror(errno.ENOTDIR)
-            self._group.cwd = shown
+            self._group.cwd = shown if physical is None else physical
             self._group.cwd_id = attrs.fileid
 
         self._run("chdir", shown, effect, path)

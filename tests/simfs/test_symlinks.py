@@ -269,3 +269,17 @@ def test_a_huggingface_style_snapshot_is_read_on_another_host_with_one_readlink(
     assert [event.rpcs.count("READLINK") for event in opens] == [1, 0]
     made = [event for event in world.trace.select(host="a") if event.op == "symlink"]
     assert [event.rpcs.count("SYMLINK") for event in made] == [1]
+
+
+def test_chdir_through_a_link_makes_getcwd_the_real_directory():
+    # getcwd(2) reports the directory's own path (d_path), not the link's.
+    world, a, _ = two_hosts()
+
+    def program():
+        os.makedirs("/shared/real/dir")
+        os.symlink("real/dir", "/shared/short")
+        os.chdir("/shared/short")
+        _write("here", "x")
+        return os.getcwd(), os.listdir("/shared/real/dir")
+
+    assert _run(world, a, program) == ("/shared/real/dir", ["here"])
