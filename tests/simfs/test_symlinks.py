@@ -283,3 +283,39 @@ def test_chdir_through_a_link_makes_getcwd_the_real_directory():
         return os.getcwd(), os.listdir("/shared/real/dir")
 
     assert _run(world, a, program) == ("/shared/real/dir", ["here"])
+
+
+def test_a_replaced_link_is_followed_to_its_old_target_until_the_dentry_expires():
+    # The name's dentry is trusted for acdirmin like any other, and opening
+    # through a link sends no close-to-open GETATTR for the link itself
+    # (nfs_lookup_verify_inode revalidates files and directories only), so
+    # host B keeps following the link it knows; once the parent's attributes
+    # expire it looks the name up again and reads the new link's target.
+    world, a, b = two_hosts()
+
+    def make():
+        _write("/shared/one", "one")
+        _write("/shared/two", "two")
+        os.symlink("one", "/shared/current")
+
+    def replace():
+        time.sleep(1)
+        os.unlink("/shared/current")
+        os.symlink("two", "/shared/current")
+
+    def reader():
+        # Two reads: the first LOOKUP's reply shows the root changed by A, so
+        # that dentry never verifies and the second read looks it up again
+        # (tests/simfs/test_lookup_cache.py, "one poll later").
+        seen = [_read("/shared/current"), _read("/shared/current")]
+        time.sleep(2)
+        seen.append(_read("/shared/current"))
+        time.sleep(40)
+        seen.append(_read("/shared/current"))
+        return seen
+
+    _run(world, a, make)
+    world.spawn(a, replace)
+    process = world.spawn(b, reader)
+    world.run()
+    assert process.result() == ["one", "one", "one", "two"]
