@@ -303,9 +303,16 @@ class Syscalls(PathWalk, FileCalls, DirectoryCalls):
               follow_symlinks: bool = True) -> None:
         shown, target = self._target(path, dir_fd, follow_symlinks)
         # A link's own mode cannot be changed: fchmodat(AT_SYMLINK_NOFOLLOW)
-        # on a link is EOPNOTSUPP on Linux.
-        self._run("chmod", shown, lambda: self._set(target(), mode=mode, link_ok=False),
-                  _named(path))
+        # on a link is EOPNOTSUPP on Linux, which os.chmod reports as
+        # NotImplementedError (CPython's posixmodule.c, os_chmod_impl).
+        try:
+            self._run("chmod", shown, lambda: self._set(target(), mode=mode, link_ok=False),
+                      _named(path))
+        except OSError as error:
+            if error.errno != errno.EOPNOTSUPP or follow_symlinks:
+                raise
+            raise NotImplementedError(
+                "chmod: follow_symlinks unavailable on this platform") from None
 
     def truncate(self, path: PathArg | int, length: int) -> None:
         if isinstance(path, int):

@@ -319,3 +319,39 @@ def test_a_replaced_link_is_followed_to_its_old_target_until_the_dentry_expires(
     process = world.spawn(b, reader)
     world.run()
     assert process.result() == ["one", "one", "one", "two"]
+
+
+def test_shutil_copies_a_link_as_a_link_or_as_its_targets_data_as_asked():
+    # copytree(symlinks=True) recreates the link (readlink + symlink, then
+    # copystat with follow_symlinks=False); copy2 follows it.
+    world, a, _ = two_hosts()
+
+    def program():
+        os.makedirs("/shared/src/sub")
+        _write("/shared/src/sub/f", "data")
+        os.symlink("sub/f", "/shared/src/link")
+        shutil.copytree("/shared/src", "/shared/kept", symlinks=True)
+        shutil.copy2("/shared/src/link", "/shared/flat")
+        return (os.readlink("/shared/kept/link"), _read("/shared/kept/link"),
+                os.path.islink("/shared/flat"), _read("/shared/flat"))
+
+    assert _run(world, a, program) == ("sub/f", "data", False, "data")
+
+
+def test_chmod_of_a_link_itself_is_not_implemented_as_on_linux():
+    # fchmodat(AT_SYMLINK_NOFOLLOW) on a link is EOPNOTSUPP; os.chmod says so
+    # with NotImplementedError.
+    world, a, _ = two_hosts()
+
+    def program():
+        _write("/shared/f", "x")
+        os.symlink("f", "/shared/link")
+        try:
+            os.chmod("/shared/link", 0o600, follow_symlinks=False)
+        except NotImplementedError as error:
+            refused = str(error)
+        os.chmod("/shared/link", 0o600)
+        return refused, stat.S_IMODE(os.stat("/shared/f").st_mode)
+
+    assert _run(world, a, program) == ("chmod: follow_symlinks unavailable on this platform",
+                                       0o600)
