@@ -355,3 +355,19 @@ def test_chmod_of_a_link_itself_is_not_implemented_as_on_linux():
 
     assert _run(world, a, program) == ("chmod: follow_symlinks unavailable on this platform",
                                        0o600)
+
+
+def test_the_server_view_makes_and_shows_links_without_following_them():
+    world, a, _ = two_hosts()
+    world.server.mkdir("/shared/blobs")
+    world.server.write_bytes("/shared/blobs/h", b"blob")
+    world.server.symlink("blobs/h", "/shared/file")
+
+    def program():
+        os.symlink("file", "/shared/second")
+        return _read("/shared/file"), _read("/shared/second")
+
+    assert _run(world, a, program) == ("blob", "blob")
+    assert (world.server.islink("/shared/second"), world.server.readlink("/shared/second"),
+            world.server.islink("/shared/blobs/h")) == (True, "file", False)
+    assert world.server.stat("/shared/file").size == len("blobs/h")
