@@ -371,3 +371,22 @@ def test_the_server_view_makes_and_shows_links_without_following_them():
     assert (world.server.islink("/shared/second"), world.server.readlink("/shared/second"),
             world.server.islink("/shared/blobs/h")) == (True, "file", False)
     assert world.server.stat("/shared/file").size == len("blobs/h")
+
+
+def test_a_hosts_belief_about_a_path_through_a_link_is_unknown_never_wrong():
+    # Host.belief walks cached dentries as stat would but does not follow
+    # links; where a cached link stands on the path it says "unknown".
+    world, a, _ = two_hosts()
+
+    def program():
+        os.makedirs("/shared/real")
+        _write("/shared/real/f", "x")
+        os.symlink("real", "/shared/link")
+        os.symlink("missing", "/shared/dangling")
+        return _read("/shared/link/f"), os.path.lexists("/shared/dangling")
+
+    assert _run(world, a, program) == ("x", True)
+    through, final = a.belief("/shared/link/f"), a.belief("/shared/dangling")
+    assert (through.believes, final.believes) == ("unknown", "unknown")
+    assert "/shared/link is a symbolic link" in through.because
+    assert "/shared/dangling is a symbolic link" in final.because
