@@ -168,12 +168,31 @@ class PathWalk:
     def _resolve(self, start: int, components: list[str], *, follow: bool = True,
                  intent: int = 0) -> Attrs:
         """The object a path names (a final link followed unless ``follow`` is False)."""
+        client = self._client
         if not components:
-            force = bool(intent & nfs.OPEN) and self._client.options.cto
-            return self._client.getattr(start, force=force)
-        walk = self._begin(start, components)
-        self._to_last(walk)
-        return self._last(walk, follow=follow, intent=intent)
+            force = bool(intent & nfs.OPEN) and client.options.cto
+            return client.getattr(start, force=force)
+        if components[0] == nfs.UP_FROM_START:
+            walk = self._begin(start, components)
+            self._to_last(walk)
+            return self._last(walk, follow=follow, intent=intent)
+        # The common case, as lean as NfsClient.walk (pollers stat in loops):
+        # the general walk takes over only where a link stands.
+        attrs = client.getattr(start)
+        last = len(components) - 1
+        for index, name in enumerate(components):
+            if not attrs.is_dir:
+                raise simulated_oserror(errno.ENOTDIR)
+            client._check_access(attrs)
+            child = client.lookup(attrs.fileid, name, intent if index == last else 0)
+            if child.is_link and (follow or index < last):
+                base = [] if start == client.root else self._cwd_below_export()
+                walk = Walk(attrs, components[:index:-1], [*base, *components[:index]])
+                self._enter_link(walk, child)
+                self._to_last(walk)
+                return self._last(walk, follow=follow, intent=intent)
+            attrs = child
+        return attrs
 
     def _resolve_physical(self, start: int, components: list[str]) -> tuple[Attrs, str | None]:
         """(object, its path with every link resolved) for chdir; the path is
