@@ -119,6 +119,8 @@ class PathWalk:
             raise simulated_oserror(errno.ENOENT)  # an empty target names nothing
         walk.target = target
         parts = [part for part in target.split("/") if part and part != "."]
+        if target.endswith("/") and parts:
+            parts.append(".")  # a trailing slash: the target must be a directory
         if target.startswith("/"):
             mount = [part for part in self._export.split("/") if part]
             if parts[:len(mount)] != mount:

@@ -390,3 +390,18 @@ def test_a_hosts_belief_about_a_path_through_a_link_is_unknown_never_wrong():
     assert (through.believes, final.believes) == ("unknown", "unknown")
     assert "/shared/link is a symbolic link" in through.because
     assert "/shared/dangling is a symbolic link" in final.because
+
+
+def test_a_target_with_a_trailing_slash_must_be_a_directory():
+    # path_resolution(7): a trailing slash names a directory; a link to
+    # "file/" is ENOTDIR, a link to "dir/" lists the directory.
+    world, a, _ = two_hosts()
+
+    def program():
+        os.makedirs("/shared/dir")
+        _write("/shared/dir/f", "x")
+        os.symlink("dir/f/", "/shared/to_file")
+        os.symlink("dir/", "/shared/to_dir")
+        return _errno_of(_read, "/shared/to_file"), os.listdir("/shared/to_dir")
+
+    assert _run(world, a, program) == (errno.ENOTDIR, ["f"])
