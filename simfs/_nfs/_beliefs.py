@@ -76,8 +76,12 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
 
     if directory not in client.attrs:
         return Belief(host, path, "unknown", f"nothing is cached for {export}", None)
+    link_why = (" is a symbolic link: a belief does not follow links (the answer is its "
+                "target's)")
     for name in components:
         cached = client.attrs[directory]
+        if cached.attrs.is_link:
+            return Belief(host, path, "unknown", walked + link_why, None)
         if not cached.attrs.is_dir:
             return Belief(host, path, "absent", f"{walked} is not a directory (ENOTDIR)",
                           _seconds(until_ns))
@@ -103,6 +107,9 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
         if why is not None:
             return Belief(host, path, "unknown", why, None)
         directory = verdict
+    final = client.attrs.get(directory)
+    if final is not None and final.attrs.is_link:
+        return Belief(host, path, "unknown", walked + link_why, None)
     return Belief(host, path, "present", f"positive dentries down to {path}, trusted while "
                   "their directories' cached attributes are valid, and its own cached "
                   "attributes", _seconds(until_ns))

@@ -101,6 +101,8 @@ class NfsClient(DirectoryOps, PageCacheOps):
         self.open_count: dict[int, int] = {}
         self.silly: dict[int, tuple[int, str]] = {}
         self.silly_counter = 0
+        # Symlink file id -> target, read once per link (fs/nfs/symlink.c).
+        self.link_targets: dict[int, str] = {}
         self.root = server.root.fileid
         # The mount itself fetched the root's attributes.
         self._update(self.root, server.getattr(self.root))

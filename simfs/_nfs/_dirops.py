@@ -28,6 +28,7 @@ class DirectoryOps(LookupOps):
     writers: dict[int, int]
     silly: dict[int, tuple[int, str]]
     silly_counter: int
+    link_targets: dict[int, str]
 
     def _forget(self, fileid: int) -> None:
         raise NotImplementedError
@@ -174,6 +175,43 @@ class DirectoryOps(LookupOps):
         self._update(fileid, attrs, own_change=True)
         self._set_dentry(dir_id, name, fileid)
         return attrs
+
+    def symlink(self, dir_id: int, name: str, target: str) -> Attrs:
+        """SYMLINK: the link's target is known from here on without a READLINK."""
+        if self.lookup_if_cached(dir_id, name, CREATE | EXCL) is not None:
+            raise simulated_oserror(errno.EEXIST)
+        self._rpc("SYMLINK")
+        try:
+            attrs = self._dir_op((dir_id,), lambda: self.server.symlink(dir_id, name, target))
+        except FileExistsError:
+            self._drop_dentry(dir_id, name)
+            raise
+        self._update(attrs.fileid, attrs)
+        self._set_dentry(dir_id, name, attrs.fileid)
+        self.link_targets[attrs.fileid] = target
+        return attrs
+
+    def readlink(self, link: Attrs) -> str:
+        """A link's target: from the cache, else one READLINK.
+
+        ``nfs_get_link`` (fs/nfs/symlink.c) keeps the target in the link's
+        page cache and revalidates it by attributes only
+        (``nfs_revalidate_mapping``); a link's target never changes on NFS
+        (there is no call that rewrites one), so a cached target stays right
+        for as long as the link lives.  The caller has just looked the link
+        up, which revalidated its attributes by the usual rules.
+        """
+        target = self.link_targets.get(link.fileid)
+        if target is not None:
+            return target
+        self._rpc("READLINK")
+        try:
+            target = self.server.readlink(link.fileid)
+        except OSError as error:
+            self._server_error(link.fileid, error)
+            raise
+        self.link_targets[link.fileid] = target
+        return target
 
     def readdir(self, dir_id: int, *, revalidate: bool = True) -> list[tuple[str, Attrs]]:
         """Read a directory (READDIRPLUS) unless its cached listing is current.

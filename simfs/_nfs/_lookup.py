@@ -166,8 +166,15 @@ class LookupOps:
         if verdict is NEGATIVE or verdict is CREATE_NEGATIVE:
             raise _enoent()
         if isinstance(verdict, int):
+            force = bool(intent & OPEN) and self.options.cto
+            if force:
+                # nfs_lookup_verify_inode (fs/nfs/dir.c): the close-to-open
+                # GETATTR is for regular files and directories; a link met
+                # on the way to an open is trusted while its attributes are.
+                known = self.attrs.get(verdict)
+                force = known is None or not known.attrs.is_link
             try:
-                return self.getattr(verdict, force=bool(intent & OPEN) and self.options.cto)
+                return self.getattr(verdict, force=force)
             except OSError as error:
                 if error.errno != errno.ESTALE:
                     raise

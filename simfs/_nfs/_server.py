@@ -22,6 +22,7 @@ from .._errors import simulated_oserror
 
 FILE: Final = "f"
 DIR: Final = "d"
+LINK: Final = "l"  # NF3LNK: a symbolic link, its target text held as its data
 
 EXPORT_DEV: Final = 0x4E465333  # st_dev of every file in the export ("NFS3")
 
@@ -45,9 +46,17 @@ class Attrs:
         """Whether these are a directory's attributes."""
         return self.kind == DIR
 
+    @property
+    def is_link(self) -> bool:
+        """Whether these are a symbolic link's attributes (``S_IFLNK``)."""
+        return self.kind == LINK
+
+
+_KIND_BITS: Final = {FILE: stat_mod.S_IFREG, DIR: stat_mod.S_IFDIR, LINK: stat_mod.S_IFLNK}
+
 
 class Inode:
-    """One file or directory on the server."""
+    """One file, directory or symbolic link on the server."""
 
     __slots__ = ("atime_ns", "change", "ctime_ns", "data", "entries", "fileid", "kind",
                  "mode", "mtime_ns", "nlink")
@@ -63,9 +72,9 @@ class Inode:
         self.change = change
 
     def attrs(self) -> Attrs:
-        size = len(self.data) if self.kind == FILE else 4096
-        kind_bits = stat_mod.S_IFDIR if self.kind == DIR else stat_mod.S_IFREG
-        return Attrs(self.fileid, self.kind, size, kind_bits | self.mode, self.nlink,
+        # A symlink's size is its target's length, as lstat reports on Linux.
+        size = 4096 if self.kind == DIR else len(self.data)
+        return Attrs(self.fileid, self.kind, size, _KIND_BITS[self.kind] | self.mode, self.nlink,
                      self.atime_ns, self.mtime_ns, self.ctime_ns, self.change)
 
 
@@ -114,7 +123,7 @@ class Server:
         return inode
 
     def _unlink_inode(self, inode: Inode) -> None:
-        inode.nlink -= 1 if inode.kind == FILE else 2
+        inode.nlink -= 2 if inode.kind == DIR else 1
         self._touch(inode, data=False)
         if inode.nlink <= 0:
             del self.inodes[inode.fileid]
@@ -235,6 +244,26 @@ class Server:
         self._touch(parent)
         self._touch(inode, data=False)
         return inode.attrs()
+
+    def symlink(self, dir_id: int, name: str, target: str) -> Attrs:
+        """SYMLINK: a new link holding ``target`` verbatim; the target need not
+        exist, and an existing name is EEXIST (RFC 1813 3.3.10).  Links are
+        mode 0777 on Linux whatever the umask."""
+        parent = self._dir(dir_id)
+        if name in parent.entries:
+            raise simulated_oserror(errno.EEXIST)
+        inode = self._new_inode(LINK, 0o777)
+        inode.data = bytearray(target.encode("utf-8", "surrogateescape"))
+        parent.entries[name] = inode
+        self._touch(parent)
+        return inode.attrs()
+
+    def readlink(self, fileid: int) -> str:
+        """READLINK: a link's target; anything else is EINVAL (RFC 1813 3.3.5)."""
+        inode = self._live(fileid)
+        if inode.kind != LINK:
+            raise simulated_oserror(errno.EINVAL)
+        return bytes(inode.data).decode("utf-8", "surrogateescape")
 
     def read(self, fileid: int) -> bytes:
         inode = self._live(fileid)

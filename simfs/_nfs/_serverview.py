@@ -11,11 +11,16 @@ import errno
 import posixpath
 
 from .._errors import SimfsError, simulated_oserror
-from ._server import DIR, Attrs, Inode, Server
+from ._server import DIR, LINK, Attrs, Inode, Server
 
 
 class ServerView:
-    """Read and prepare the export by path, e.g. ``world.server.exists("/shared/t")``."""
+    """Read and prepare the export by path, e.g. ``world.server.exists("/shared/t")``.
+
+    Paths name server objects as they are: a symbolic link is never
+    followed here (following is the client's path walk); ``readlink`` and
+    ``islink`` show the link itself.
+    """
 
     def __init__(self, server: Server, export: str) -> None:
         self._server = server
@@ -54,6 +59,18 @@ class ServerView:
 
     def isdir(self, path: str) -> bool:
         return self.exists(path) and self._inode(path).kind == DIR
+
+    def islink(self, path: str) -> bool:
+        return self.exists(path) and self._inode(path).kind == LINK
+
+    def readlink(self, path: str) -> str:
+        """A link's target text, as SYMLINK stored it."""
+        return self._server.readlink(self._inode(path).fileid)
+
+    def symlink(self, target: str, path: str) -> None:
+        """Make a link at ``path`` holding ``target`` (argument order as ``os.symlink``)."""
+        parent, name = self._parent(path)
+        self._server.symlink(parent.fileid, name, target)
 
     def stat(self, path: str) -> Attrs:
         return self._inode(path).attrs()

@@ -2,12 +2,14 @@
 
 ``os.DirEntry`` cannot be built from Python, so this is a look-alike with
 the same methods.  Its type answers come from the READDIRPLUS reply, as on
-Linux (d_type), so ``is_dir()`` costs no syscall; ``stat()`` is an lstat.
+Linux (d_type), so ``is_dir()`` costs no syscall except on a link, which
+``DirEntry`` stats to follow; ``stat()`` of a non-link is an lstat.
 """
 
 from __future__ import annotations
 
 import os
+import stat as stat_mod
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
@@ -17,15 +19,16 @@ from .._nfs._server import Attrs
 class SimDirEntry:
     """One entry of a simulated directory listing."""
 
-    __slots__ = ("_attrs", "_lstat", "_stat_cache", "name", "path")
+    __slots__ = ("_attrs", "_lstat_cache", "_stat", "_stat_cache", "name", "path")
 
     def __init__(self, name: str, path: str, attrs: Attrs,
-                 lstat: Callable[[str], os.stat_result]) -> None:
+                 stat: Callable[[str, bool], os.stat_result]) -> None:
         self.name = name
         self.path = path
         self._attrs = attrs
-        self._lstat = lstat
+        self._stat = stat  # (path, follow_symlinks) -> the stat syscall's answer
         self._stat_cache: os.stat_result | None = None
+        self._lstat_cache: os.stat_result | None = None
 
     def __fspath__(self) -> str:
         return self.path
@@ -36,21 +39,43 @@ class SimDirEntry:
     def inode(self) -> int:
         return self._attrs.fileid
 
+    def _target_mode(self) -> int | None:
+        """A link's target's mode (one stat, as DirEntry does), None if dangling."""
+        try:
+            return self.stat().st_mode
+        except FileNotFoundError:
+            return None
+
     def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        if self._attrs.is_link:
+            if not follow_symlinks:
+                return False
+            mode = self._target_mode()
+            return mode is not None and stat_mod.S_ISDIR(mode)
         return self._attrs.is_dir
 
     def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        if self._attrs.is_link:
+            if not follow_symlinks:
+                return False
+            mode = self._target_mode()
+            return mode is not None and stat_mod.S_ISREG(mode)
         return not self._attrs.is_dir
 
     def is_symlink(self) -> bool:
-        return False
+        # d_type DT_LNK, from the READDIRPLUS reply's file type (NF3LNK).
+        return self._attrs.is_link
 
     def is_junction(self) -> bool:
         return False
 
     def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        if not follow_symlinks or not self._attrs.is_link:
+            if self._lstat_cache is None:
+                self._lstat_cache = self._stat(self.path, False)
+            return self._lstat_cache
         if self._stat_cache is None:
-            self._stat_cache = self._lstat(self.path)
+            self._stat_cache = self._stat(self.path, True)
         return self._stat_cache
 
 

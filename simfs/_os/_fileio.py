@@ -23,7 +23,9 @@ if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from .._engine._scheduler import Process, ProcessGroup, Scheduler
     from .._nfs._client import NfsClient
+    from .._nfs._server import Attrs
     from ._context import SyscallHost, SyscallWorld
+    from ._namei import Walk
 
 T = TypeVar("T")
 
@@ -52,7 +54,16 @@ class FileCalls:
     def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
         raise NotImplementedError
 
-    def _set(self, fileid: int, **changes: int) -> None:
+    def _parent_walk(self, start: int, components: list[str], root_errno: int) -> Walk:
+        raise NotImplementedError
+
+    def _enter_link(self, walk: Walk, link: Attrs) -> None:
+        raise NotImplementedError
+
+    def _to_last(self, walk: Walk) -> None:
+        raise NotImplementedError
+
+    def _set(self, target: Attrs | int, *, link_ok: bool = True, **changes: int) -> None:
         raise NotImplementedError
 
     def _file(self, fd: int) -> OpenFile:
@@ -82,12 +93,24 @@ class FileCalls:
         if not components:
             attrs = client.getattr(start, force=client.options.cto)
         else:
-            parent, name = self._parent(start, components, errno.EISDIR)
-            if flags & os.O_CREAT:
-                attrs, created = client.create(parent, name, exclusive=bool(flags & os.O_EXCL),
-                                               mode=mode & ~self._group.umask)
-            else:
-                attrs = client.lookup(parent, name, nfs.OPEN)
+            walk = self._parent_walk(start, components, errno.EISDIR)
+            while True:
+                if walk.name is None:  # a link to a directory by "..": open it
+                    attrs = client.getattr(walk.attrs.fileid, force=client.options.cto)
+                    break
+                if flags & os.O_CREAT:
+                    attrs, created = client.create(
+                        walk.attrs.fileid, walk.name, exclusive=bool(flags & os.O_EXCL),
+                        mode=mode & ~self._group.umask)
+                else:
+                    attrs = client.lookup(walk.attrs.fileid, walk.name, nfs.OPEN)
+                if not attrs.is_link:
+                    break
+                if flags & os.O_NOFOLLOW:
+                    raise simulated_oserror(errno.ELOOP)  # open(2): O_NOFOLLOW on a link
+                # Follow it; O_CREAT through a dangling link creates its target.
+                self._enter_link(walk, attrs)
+                self._to_last(walk)
         if attrs.is_dir:
             if writable or flags & (os.O_CREAT | os.O_TRUNC):
                 raise simulated_oserror(errno.EISDIR)

@@ -103,8 +103,13 @@ class SyscallSeam(Protocol):
         """os.link."""
         ...
 
-    def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str:
-        """os.readlink."""
+    def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str | bytes:
+        """os.readlink (bytes for a bytes path)."""
+        ...
+
+    def symlink(self, target: PathArg, path: PathArg, target_is_directory: bool = False, *,
+                dir_fd: int | None = None) -> None:
+        """os.symlink."""
         ...
 
     def chdir(self, path: PathArg) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import stat as stat_mod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
@@ -19,9 +20,11 @@ from .._engine._clock import NS_PER_S, seconds_to_ns
 from .._errors import SimulationEscape, errno_name, simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._server import EXPORT_DEV, Attrs
-from ._dirent import SimDirEntry, SimScandirIterator, stat_result
+from ._dircalls import DirectoryCalls
+from ._dirent import stat_result
 from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
+from ._namei import PathWalk
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -49,6 +52,8 @@ def _describe(result: object) -> str:
     if isinstance(result, bytes):
         return f"{len(result)}B"
     if isinstance(result, os.stat_result):
+        if stat_mod.S_ISLNK(result.st_mode):
+            return f"link {result.st_size}B"
         return "dir" if result.st_mode & 0o040000 else f"file {result.st_size}B"
     if isinstance(result, list):
         return f"{len(result)} entries"
@@ -57,7 +62,7 @@ def _describe(result: object) -> str:
     return "ok"
 
 
-class Syscalls(FileCalls):
+class Syscalls(PathWalk, FileCalls, DirectoryCalls):
     """The syscalls of one simulated process (threads share their process's fds)."""
 
     def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process) -> None:
@@ -227,23 +232,14 @@ class Syscalls(FileCalls):
         return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self._prefix):].split("/")]
 
     def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
-        if not components or components == [nfs.UP_FROM_START]:
-            raise simulated_oserror(root_errno)
-        parent = self._client.walk(start, components[:-1])
-        if not parent.is_dir:
-            raise simulated_oserror(errno.ENOTDIR)
-        self._client._check_access(parent)
-        return parent.fileid, components[-1]
+        """(directory, last name) for a call that acts on a name, not through it."""
+        walk = self._parent_walk(start, components, root_errno)
+        assert walk.name is not None  # a normalized path ends in a plain name
+        return walk.attrs.fileid, walk.name
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
         """The object a path names, looked up with an open intent (close-to-open)."""
-        if components and components[0] == nfs.UP_FROM_START:
-            self._client.walk(start, components[:1])  # search the cwd first
-            start, components = self._client.root, components[1:]
-        if not components:
-            return self._client.getattr(start, force=self._client.options.cto)
-        parent, name = self._parent(start, components, errno.EBUSY)
-        return self._client.lookup(parent, name, nfs.OPEN)
+        return self._resolve(start, components, intent=nfs.OPEN)
 
     def owns_fd(self, fd: int) -> bool:
         return fd in self._fds
@@ -260,7 +256,8 @@ class Syscalls(FileCalls):
         shown, start, components = self._path(path, dir_fd)
 
         def effect() -> os.stat_result:
-            return self._stat(self._client.stat_attrs(self._client.walk(start, components)))
+            attrs = self._resolve(start, components, follow=follow_symlinks)
+            return self._stat(self._client.stat_attrs(attrs))
 
         return self._run("stat", shown, effect, path)
 
@@ -279,7 +276,7 @@ class Syscalls(FileCalls):
 
         def effect() -> bool:
             try:
-                self._client.walk(start, components)
+                self._resolve(start, components, follow=follow_symlinks)
             except FileNotFoundError:
                 return False
             return True
@@ -298,14 +295,24 @@ class Syscalls(FileCalls):
             else:
                 ns = (round(times[0] * NS_PER_S), round(times[1] * NS_PER_S))
         atime_ns, mtime_ns = ns
-        shown, target = self._target(path, dir_fd)
+        shown, target = self._target(path, dir_fd, follow_symlinks)
         self._run("utime", shown, lambda: self._set(target(), atime_ns=atime_ns,
                                                     mtime_ns=mtime_ns), _named(path))
 
     def chmod(self, path: PathArg | int, mode: int, *, dir_fd: int | None = None,
               follow_symlinks: bool = True) -> None:
-        shown, target = self._target(path, dir_fd)
-        self._run("chmod", shown, lambda: self._set(target(), mode=mode), _named(path))
+        shown, target = self._target(path, dir_fd, follow_symlinks)
+        # A link's own mode cannot be changed: fchmodat(AT_SYMLINK_NOFOLLOW)
+        # on a link is EOPNOTSUPP on Linux, which os.chmod reports as
+        # NotImplementedError (CPython's posixmodule.c, os_chmod_impl).
+        try:
+            self._run("chmod", shown, lambda: self._set(target(), mode=mode, link_ok=False),
+                      _named(path))
+        except OSError as error:
+            if error.errno != errno.EOPNOTSUPP or follow_symlinks:
+                raise
+            raise NotImplementedError(
+                "chmod: follow_symlinks unavailable on this platform") from None
 
     def truncate(self, path: PathArg | int, length: int) -> None:
         if isinstance(path, int):
@@ -314,134 +321,26 @@ class Syscalls(FileCalls):
         shown, target = self._target(path, None)
         self._run("truncate", shown, lambda: self._set(target(), size=length), path)
 
-    def _target(self, path: PathArg | int, dir_fd: int | None) -> tuple[str, Callable[[], int]]:
-        """(shown path, a function resolving the file id) for fd-or-path calls."""
+    def _target(self, path: PathArg | int, dir_fd: int | None,
+                follow: bool = True) -> tuple[str, Callable[[], Attrs | int]]:
+        """(shown path, a function resolving the target) for fd-or-path calls."""
         if isinstance(path, int):
             open_file = self._file(path)
             return open_file.path, lambda: open_file.fileid
         shown, start, components = self._path(path, dir_fd)
-        return shown, lambda: self._client.walk(start, components).fileid
+        return shown, lambda: self._resolve(start, components, follow=follow)
 
-    def _set(self, fileid: int, **changes: int) -> None:
+    def _set(self, target: Attrs | int, *, link_ok: bool = True, **changes: int) -> None:
+        if not isinstance(target, int):
+            if target.is_link and not link_ok:
+                raise simulated_oserror(errno.EOPNOTSUPP)
+            target = target.fileid
+        fileid = target
         if self._client.options.readonly:
             raise simulated_oserror(errno.EROFS)
         if changes.get("size", 0) < 0:
             raise simulated_oserror(errno.EINVAL)
         self._client.setattr(fileid, **changes)
 
-    # -- directories ------------------------------------------------------------
-
-    def listdir(self, path: PathArg | int = ".") -> list[str]:
-        return [name for name, _ in self._listing("listdir", path)[1]]
-
-    def scandir(self, path: PathArg | int = ".") -> SimScandirIterator:
-        base, listing = self._listing("scandir", path)
-        if isinstance(path, int):
-            dir_fd = path
-            return SimScandirIterator([
-                SimDirEntry(name, name, attrs, lambda p: self.stat(p, dir_fd=dir_fd))
-                for name, attrs in listing])
-        return SimScandirIterator([
-            SimDirEntry(name, posixpath.join(base, name), attrs, self.stat)
-            for name, attrs in listing])
-
-    def _listing(self, op: str, path: PathArg | int) -> tuple[str, list[tuple[str, Attrs]]]:
-        """(path as the caller wrote it, entries) for listdir and scandir."""
-        if isinstance(path, int):
-            open_file = self._file(path)
-            return "", self._run(op, open_file.path,
-                                 lambda: self._client.readdir(open_file.fileid, revalidate=False))
-        written = os.fspath(path)
-        if isinstance(written, bytes):
-            written = os.fsdecode(written)
-        shown, start, components = self._path(path)
-
-        def effect() -> list[tuple[str, Attrs]]:
-            attrs = self._open_target(start, components)
-            return self._client.readdir(attrs.fileid, revalidate=False)
-
-        return written, self._run(op, shown, effect, path)
-
-    def mkdir(self, path: PathArg, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
-        shown, start, components = self._path(path, dir_fd)
-
-        def effect() -> None:
-            self._writable_mount()
-            parent, name = self._parent(start, components, errno.EEXIST)
-            self._client.mkdir(parent, name, mode & ~self._group.umask)
-
-        self._run("mkdir", shown, effect, path)
-
-    def rmdir(self, path: PathArg, *, dir_fd: int | None = None) -> None:
-        shown, start, components = self._path(path, dir_fd)
-
-        def effect() -> None:
-            self._writable_mount()
-            parent, name = self._parent(start, components, errno.EBUSY)
-            self._client.rmdir(parent, name)
-
-        self._run("rmdir", shown, effect, path)
-
-    def unlink(self, path: PathArg, *, dir_fd: int | None = None) -> None:
-        shown, start, components = self._path(path, dir_fd)
-
-        def effect() -> None:
-            self._writable_mount()
-            parent, name = self._parent(start, components, errno.EISDIR)
-            self._client.unlink(parent, name)
-
-        self._run("unlink", shown, effect, path)
-
-    def rename(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
-               dst_dir_fd: int | None = None) -> None:
-        source_shown, source_start, source_parts = self._path(source, src_dir_fd)
-        target_shown, target_start, target_parts = self._path(target, dst_dir_fd)
-
-        def effect() -> None:
-            self._writable_mount()
-            from_dir, from_name = self._parent(source_start, source_parts, errno.EBUSY)
-            to_dir, to_name = self._parent(target_start, target_parts, errno.EBUSY)
-            self._client.rename(from_dir, from_name, to_dir, to_name)
-
-        self._run("rename", f"{source_shown} -> {target_shown}", effect, source, target)
-
-    def link(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
-             dst_dir_fd: int | None = None, follow_symlinks: bool = True) -> None:
-        source_shown, source_start, source_parts = self._path(source, src_dir_fd)
-        target_shown, target_start, target_parts = self._path(target, dst_dir_fd)
-
-        def effect() -> None:
-            self._writable_mount()
-            fileid = self._client.walk(source_start, source_parts).fileid
-            to_dir, to_name = self._parent(target_start, target_parts, errno.EEXIST)
-            self._client.link(fileid, to_dir, to_name)
-
-        self._run("link", f"{source_shown} -> {target_shown}", effect, source, target)
-
-    def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str:
-        shown, start, components = self._path(path, dir_fd)
-
-        def effect() -> str:
-            self._client.walk(start, components)
-            raise simulated_oserror(errno.EINVAL)  # the model has no symlinks
-
-        return self._run("readlink", shown, effect, path)
-
-    def chdir(self, path: PathArg) -> None:
-        shown, start, components = self._path(path)
-
-        def effect() -> None:
-            attrs = self._client.walk(start, components)
-            if not attrs.is_dir:
-                raise simulated_oserror(errno.ENOTDIR)
-            self._group.cwd = shown
-            self._group.cwd_id = attrs.fileid
-
-        self._run("chdir", shown, effect, path)
-
     def getcwd(self) -> str:
         return self._group.cwd
-
-    def _writable_mount(self) -> None:
-        if self._client.options.readonly:
-            raise simulated_oserror(errno.EROFS)

@@ -31,6 +31,7 @@ _PATH_CALLS: dict[str, _Call] = {
     "replace": lambda s: s.rename, "link": lambda s: s.link, "utime": lambda s: s.utime,
     "access": lambda s: s.access, "chmod": lambda s: s.chmod, "truncate": lambda s: s.truncate,
     "readlink": lambda s: s.readlink, "chdir": lambda s: s.chdir,
+    "symlink": lambda s: s.symlink,
 }
 # Functions whose first argument is a descriptor.
 _FD_CALLS: dict[str, _Call] = {
@@ -43,7 +44,7 @@ _FD_CALLS: dict[str, _Call] = {
 _ESCAPES = (
     "system", "popen", "fork", "forkpty", "execv", "execve", "execl", "execle", "execlp",
     "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp",
-    "spawnlpe", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "symlink", "mkfifo",
+    "spawnlpe", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "mkfifo",
     "mknod", "chroot", "killpg", "statvfs", "fstatvfs",
 )
 _STDIO = (0, 1, 2)
@@ -110,11 +111,26 @@ def _escape_route(real: Callable[..., Any]) -> Callable[..., Any]:
     return route
 
 
+def _advertise(original: object, route: Callable[..., Any]) -> None:
+    """List a route in the ``os.supports_*`` sets its original is in.
+
+    ``shutil.copystat`` (copytree/copy2/move of a symlink) calls ``os.stat``
+    with ``follow_symlinks=False`` only if ``os.stat in
+    os.supports_follow_symlinks``; without this it would call a no-op.
+    """
+    for supported in (os.supports_dir_fd, os.supports_fd, os.supports_follow_symlinks,
+                      os.supports_effective_ids):
+        if original in supported:
+            supported.add(route)
+
+
 def install() -> None:
     for name, call in _PATH_CALLS.items():
-        patch(os, name, _path_route(getattr(os, name), name, call))
+        route = _path_route(getattr(os, name), name, call)
+        _advertise(patch(os, name, route), route)
     for name, call in _FD_CALLS.items():
-        patch(os, name, _fd_route(getattr(os, name), call))
+        route = _fd_route(getattr(os, name), call)
+        _advertise(patch(os, name, route), route)
     for name in _ESCAPES:
         if hasattr(os, name):
             patch(os, name, _escape_route(getattr(os, name)))

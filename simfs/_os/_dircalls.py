@@ -1,0 +1,198 @@
+"""The namespace half of the syscall layer: directories, names and links.
+
+``Syscalls`` (``_syscalls.py``) inherits these: listing, mkdir/rmdir,
+unlink/rename/link, symlink/readlink and chdir.  Each resolves its paths
+with the symlink-aware walk (``_namei.py``) and acts through the host's
+``NfsClient``, in the call shape ``_run`` gives every syscall.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from .._errors import simulated_oserror
+from ._dirent import SimDirEntry, SimScandirIterator
+from ._seam import PathArg
+
+if TYPE_CHECKING:
+    from .._engine._scheduler import ProcessGroup
+    from .._nfs._client import NfsClient
+    from .._nfs._server import Attrs
+    from ._files import OpenFile
+
+T = TypeVar("T")
+
+
+class DirectoryCalls:
+    """listdir/scandir/mkdir/rmdir/unlink/rename/link/readlink/symlink/chdir."""
+
+    _client: NfsClient
+    _group: ProcessGroup
+
+    def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None,
+             path2: object = None) -> T:
+        raise NotImplementedError
+
+    def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
+        raise NotImplementedError
+
+    def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
+        raise NotImplementedError
+
+    def _open_target(self, start: int, components: list[str]) -> Attrs:
+        raise NotImplementedError
+
+    def _resolve(self, start: int, components: list[str], *, follow: bool = True,
+                 intent: int = 0) -> Attrs:
+        raise NotImplementedError
+
+    def _resolve_physical(self, start: int, components: list[str]) -> tuple[Attrs, str | None]:
+        raise NotImplementedError
+
+    def _file(self, fd: int) -> OpenFile:
+        raise NotImplementedError
+
+    def stat(self, path: PathArg | int, *, dir_fd: int | None = None,
+             follow_symlinks: bool = True) -> os.stat_result:
+        raise NotImplementedError
+
+    def listdir(self, path: PathArg | int = ".") -> list[str]:
+        return [name for name, _ in self._listing("listdir", path)[1]]
+
+    def scandir(self, path: PathArg | int = ".") -> SimScandirIterator:
+        base, listing = self._listing("scandir", path)
+        if isinstance(path, int):
+            dir_fd = path
+            return SimScandirIterator([
+                SimDirEntry(name, name, attrs,
+                            lambda p, follow: self.stat(p, dir_fd=dir_fd, follow_symlinks=follow))
+                for name, attrs in listing])
+        return SimScandirIterator([
+            SimDirEntry(name, posixpath.join(base, name), attrs,
+                        lambda p, follow: self.stat(p, follow_symlinks=follow))
+            for name, attrs in listing])
+
+    def _listing(self, op: str, path: PathArg | int) -> tuple[str, list[tuple[str, Attrs]]]:
+        """(path as the caller wrote it, entries) for listdir and scandir."""
+        if isinstance(path, int):
+            open_file = self._file(path)
+            return "", self._run(op, open_file.path,
+                                 lambda: self._client.readdir(open_file.fileid, revalidate=False))
+        written = os.fspath(path)
+        if isinstance(written, bytes):
+            written = os.fsdecode(written)
+        shown, start, components = self._path(path)
+
+        def effect() -> list[tuple[str, Attrs]]:
+            attrs = self._open_target(start, components)
+            return self._client.readdir(attrs.fileid, revalidate=False)
+
+        return written, self._run(op, shown, effect, path)
+
+    def mkdir(self, path: PathArg, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        shown, start, components = self._path(path, dir_fd)
+
+        def effect() -> None:
+            self._writable_mount()
+            parent, name = self._parent(start, components, errno.EEXIST)
+            self._client.mkdir(parent, name, mode & ~self._group.umask)
+
+        self._run("mkdir", shown, effect, path)
+
+    def rmdir(self, path: PathArg, *, dir_fd: int | None = None) -> None:
+        shown, start, components = self._path(path, dir_fd)
+
+        def effect() -> None:
+            self._writable_mount()
+            parent, name = self._parent(start, components, errno.EBUSY)
+            self._client.rmdir(parent, name)
+
+        self._run("rmdir", shown, effect, path)
+
+    def unlink(self, path: PathArg, *, dir_fd: int | None = None) -> None:
+        shown, start, components = self._path(path, dir_fd)
+
+        def effect() -> None:
+            self._writable_mount()
+            parent, name = self._parent(start, components, errno.EISDIR)
+            self._client.unlink(parent, name)
+
+        self._run("unlink", shown, effect, path)
+
+    def rename(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
+               dst_dir_fd: int | None = None) -> None:
+        source_shown, source_start, source_parts = self._path(source, src_dir_fd)
+        target_shown, target_start, target_parts = self._path(target, dst_dir_fd)
+
+        def effect() -> None:
+            self._writable_mount()
+            from_dir, from_name = self._parent(source_start, source_parts, errno.EBUSY)
+            to_dir, to_name = self._parent(target_start, target_parts, errno.EBUSY)
+            self._client.rename(from_dir, from_name, to_dir, to_name)
+
+        self._run("rename", f"{source_shown} -> {target_shown}", effect, source, target)
+
+    def link(self, source: PathArg, target: PathArg, *, src_dir_fd: int | None = None,
+             dst_dir_fd: int | None = None, follow_symlinks: bool = True) -> None:
+        source_shown, source_start, source_parts = self._path(source, src_dir_fd)
+        target_shown, target_start, target_parts = self._path(target, dst_dir_fd)
+
+        def effect() -> None:
+            self._writable_mount()
+            fileid = self._resolve(source_start, source_parts, follow=follow_symlinks).fileid
+            to_dir, to_name = self._parent(target_start, target_parts, errno.EEXIST)
+            self._client.link(fileid, to_dir, to_name)
+
+        self._run("link", f"{source_shown} -> {target_shown}", effect, source, target)
+
+    def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str | bytes:
+        shown, start, components = self._path(path, dir_fd)
+
+        def effect() -> str:
+            attrs = self._resolve(start, components, follow=False)
+            if not attrs.is_link:
+                raise simulated_oserror(errno.EINVAL)
+            return self._client.readlink(attrs)
+
+        target = self._run("readlink", shown, effect, path)
+        return os.fsencode(target) if isinstance(os.fspath(path), bytes) else target
+
+    def symlink(self, target: PathArg, path: PathArg, target_is_directory: bool = False, *,
+                dir_fd: int | None = None) -> None:
+        """A link at ``path`` holding ``target`` verbatim (SYMLINK); the target
+        need not exist and is not resolved until the link is followed."""
+        text = os.fspath(target)
+        if isinstance(text, bytes):
+            text = os.fsdecode(text)
+        if "\x00" in text:
+            raise ValueError("embedded null byte")
+        shown, start, components = self._path(path, dir_fd)
+
+        def effect() -> None:
+            if not text:
+                raise simulated_oserror(errno.ENOENT)  # symlink(2): an empty target
+            self._writable_mount()
+            parent, name = self._parent(start, components, errno.EEXIST)
+            self._client.symlink(parent, name, text)
+
+        self._run("symlink", f"{shown} -> {text}", effect, target, path)
+
+    def chdir(self, path: PathArg) -> None:
+        shown, start, components = self._path(path)
+
+        def effect() -> None:
+            attrs, physical = self._resolve_physical(start, components)
+            if not attrs.is_dir:
+                raise simulated_oserror(errno.ENOTDIR)
+            self._group.cwd = shown if physical is None else physical
+            self._group.cwd_id = attrs.fileid
+
+        self._run("chdir", shown, effect, path)
+
+    def _writable_mount(self) -> None:
+        if self._client.options.readonly:
+            raise simulated_oserror(errno.EROFS)
