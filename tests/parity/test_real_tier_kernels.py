@@ -16,8 +16,17 @@ import pytest
 from simfs._nfs._kernels import UnknownKernel, running_kernel_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "compose"))
-import vm
 import vm_prereqs
+
+
+def _vm():
+    # Imported only by the tests that run it: with compose/vm.py imported,
+    # the quality tier's seeded handshake exploration gave a different
+    # result (9 failing examples instead of 0) in the same pytest process;
+    # that history dependence is open in issue 10.
+    import vm
+
+    return vm
 
 # `apt-cache search --names-only '^linux-image-[0-9]'` on Debian 12, abridged.
 APT_CACHE_SEARCH = """\
@@ -117,7 +126,7 @@ def test_a_packaged_kernel_not_yet_unpacked_points_at_setup(tmp_path, monkeypatc
 
 def test_a_kernel_that_is_no_release_is_a_usage_error(capsys):
     with pytest.raises(SystemExit) as exited:
-        vm.main(["check", "--kernel", "latest"])
+        _vm().main(["check", "--kernel", "latest"])
     assert exited.value.code == 2
     assert "kernel 'latest' is not a release" in capsys.readouterr().err
 
@@ -125,6 +134,6 @@ def test_a_kernel_that_is_no_release_is_a_usage_error(capsys):
 def test_vm_kernel_from_the_environment_is_checked_like_the_option(monkeypatch, capsys):
     monkeypatch.setenv("VM_KERNEL", "six")
     with pytest.raises(SystemExit) as exited:
-        vm.main(["check"])
+        _vm().main(["check"])
     assert exited.value.code == 2
     assert "kernel 'six' is not a release" in capsys.readouterr().err
