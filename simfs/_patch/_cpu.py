@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 from typing import Any
 
 from .._engine._clock import NS_PER_S
-from .._engine._scheduler import Process, current_process
+from .._engine._scheduler import Process
 from .._world import host_of
-from ._registry import escape, patch
+from ._registry import escape, in_world, patch
 
 # clock_gettime ids (Linux, clock_gettime(2)) by what they read inside the world.
 _WALL_CLOCKS = frozenset(getattr(time, name) for name in (
@@ -60,16 +59,6 @@ def _clock_ns(process: Process, clock_id: int, call: str) -> int:
                           "use time.time(), time.monotonic() or CLOCK_REALTIME/MONOTONIC")
 
 
-def _route(real: Callable[..., Any], simulated: Callable[..., Any]) -> Callable[..., Any]:
-    def route(*args: Any, **kwargs: Any) -> Any:
-        process = current_process()
-        if process is None:
-            return real(*args, **kwargs)
-        return simulated(process, *args, **kwargs)
-
-    return route
-
-
 def _zero_rusage(process: Process, who: int) -> Any:
     import resource
 
@@ -80,20 +69,20 @@ def install() -> None:
     for name, zero in (("process_time", 0.0), ("process_time_ns", 0), ("thread_time", 0.0),
                        ("thread_time_ns", 0)):
         if hasattr(time, name):
-            patch(time, name, _route(getattr(time, name),
+            patch(time, name, in_world(getattr(time, name),
                                      lambda process, value=zero: value))
     if hasattr(time, "clock_gettime"):
-        patch(time, "clock_gettime", _route(
+        patch(time, "clock_gettime", in_world(
             time.clock_gettime,
             lambda process, clock_id: _clock_ns(process, clock_id, "clock_gettime") / NS_PER_S))
-        patch(time, "clock_gettime_ns", _route(
+        patch(time, "clock_gettime_ns", in_world(
             time.clock_gettime_ns,
             lambda process, clock_id: _clock_ns(process, clock_id, "clock_gettime_ns")))
-    patch(os, "getloadavg", _route(os.getloadavg, lambda process: (0.0, 0.0, 0.0)))
-    patch(os, "times", _route(os.times, lambda process: os.times_result(
+    patch(os, "getloadavg", in_world(os.getloadavg, lambda process: (0.0, 0.0, 0.0)))
+    patch(os, "times", in_world(os.times, lambda process: os.times_result(
         (0.0, 0.0, 0.0, 0.0, process.scheduler.clock.now_ns / NS_PER_S))))
     try:
         import resource
     except ImportError:  # not on this platform: nothing to route
         return
-    patch(resource, "getrusage", _route(resource.getrusage, _zero_rusage))
+    patch(resource, "getrusage", in_world(resource.getrusage, _zero_rusage))

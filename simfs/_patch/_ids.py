@@ -35,11 +35,11 @@ import platform
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._engine._scheduler import Process, current_process
 from .._world import host_of
-from ._registry import patch
+from ._registry import in_world, patch
 
 if TYPE_CHECKING:
     from .._world import Host
@@ -104,28 +104,18 @@ def _platform_uname(process: Process) -> platform.uname_result:
     return result
 
 
-def _in_world(real: Callable[..., Any], simulated: Callable[..., Any]) -> Callable[..., Any]:
-    def route(*args: Any, **kwargs: Any) -> Any:
-        process = current_process()
-        if process is None:
-            return real(*args, **kwargs)
-        return simulated(process, *args, **kwargs)
-
-    return route
-
-
 def install() -> None:
     patch(uuid, "uuid1", _uuid1(uuid.uuid1))
-    patch(uuid, "getnode", _in_world(uuid.getnode, lambda process: node_of(process.host)))
-    patch(os, "getppid", _in_world(os.getppid, lambda process: PARENT_PID))
-    patch(os, "cpu_count", _in_world(os.cpu_count, lambda process: CPUS))
+    patch(uuid, "getnode", in_world(uuid.getnode, lambda process: node_of(process.host)))
+    patch(os, "getppid", in_world(os.getppid, lambda process: PARENT_PID))
+    patch(os, "cpu_count", in_world(os.cpu_count, lambda process: CPUS))
     for name in ("getuid", "geteuid", "getgid", "getegid"):
-        patch(os, name, _in_world(getattr(os, name), lambda process: OWNER_ID))
-    patch(os, "getgroups", _in_world(os.getgroups, lambda process: [OWNER_ID]))
+        patch(os, name, in_world(getattr(os, name), lambda process: OWNER_ID))
+    patch(os, "getgroups", in_world(os.getgroups, lambda process: [OWNER_ID]))
     for name in ("getresuid", "getresgid"):
         if hasattr(os, name):
-            patch(os, name, _in_world(getattr(os, name), lambda process: (OWNER_ID,) * 3))
-    patch(platform, "uname", _in_world(platform.uname, _platform_uname))
+            patch(os, name, in_world(getattr(os, name), lambda process: (OWNER_ID,) * 3))
+    patch(platform, "uname", in_world(platform.uname, _platform_uname))
     if hasattr(os, "sched_getaffinity"):
         patch(os, "sched_getaffinity",
-              _in_world(os.sched_getaffinity, lambda process, pid: set(range(CPUS))))
+              in_world(os.sched_getaffinity, lambda process, pid: set(range(CPUS))))

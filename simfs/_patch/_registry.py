@@ -51,6 +51,19 @@ def escape(process: Process, what: str) -> SimulationEscape:
     return process.syscalls.escape(what)
 
 
+def in_world(real: Callable[..., Any],
+             simulated: Callable[..., Any]) -> Callable[..., Any]:
+    """A route: ``simulated(process, *args)`` inside the world, ``real(*args)`` outside."""
+
+    def route(*args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return real(*args, **kwargs)
+        return simulated(process, *args, **kwargs)
+
+    return route
+
+
 @contextlib.contextmanager
 def outside_world() -> Iterator[None]:
     """Run a block with routing off: it reaches the real machine.
