@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from .._errors import simulated_oserror
 from ._dirent import SimDirEntry, SimScandirIterator
+from ._namei import PathWalk
 from ._seam import PathArg
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-class DirectoryCalls:
+class DirectoryCalls(PathWalk):
     """listdir/scandir/mkdir/rmdir/unlink/rename/link/readlink/symlink/chdir."""
 
     _client: NfsClient
@@ -44,13 +45,6 @@ class DirectoryCalls:
         raise NotImplementedError
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
-        raise NotImplementedError
-
-    def _resolve(self, start: int, components: list[str], *, follow: bool = True,
-                 intent: int = 0) -> Attrs:
-        raise NotImplementedError
-
-    def _resolve_physical(self, start: int, components: list[str]) -> tuple[Attrs, str | None]:
         raise NotImplementedError
 
     def _file(self, fd: int) -> OpenFile:

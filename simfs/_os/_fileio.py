@@ -17,6 +17,7 @@ from .._errors import simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._locks import INFINITY
 from ._files import OpenFile, allocate_fd, lookup_fd
+from ._namei import PathWalk
 from ._seam import PathArg as PathArg
 
 if TYPE_CHECKING:
@@ -25,14 +26,13 @@ if TYPE_CHECKING:
     from .._nfs._client import NfsClient
     from .._nfs._server import Attrs
     from ._context import SyscallHost, SyscallWorld
-    from ._namei import Walk
 
 T = TypeVar("T")
 
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
-class FileCalls:
+class FileCalls(PathWalk):
     """open/close/read/write/fsync/lseek/ftruncate/sendfile/dup and flock/lockf."""
 
     _world: SyscallWorld
@@ -52,15 +52,6 @@ class FileCalls:
         raise NotImplementedError
 
     def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
-        raise NotImplementedError
-
-    def _parent_walk(self, start: int, components: list[str], root_errno: int) -> Walk:
-        raise NotImplementedError
-
-    def _enter_link(self, walk: Walk, link: Attrs) -> None:
-        raise NotImplementedError
-
-    def _to_last(self, walk: Walk) -> None:
         raise NotImplementedError
 
     def _set(self, target: Attrs | int, *, link_ok: bool = True, **changes: int) -> None:

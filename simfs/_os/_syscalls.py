@@ -24,7 +24,6 @@ from ._dircalls import DirectoryCalls
 from ._dirent import stat_result
 from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
-from ._namei import PathWalk
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -62,7 +61,7 @@ def _describe(result: object) -> str:
     return "ok"
 
 
-class Syscalls(PathWalk, FileCalls, DirectoryCalls):
+class Syscalls(FileCalls, DirectoryCalls):
     """The syscalls of one simulated process (threads share their process's fds)."""
 
     def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process) -> None:
