@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 from simfs._replay import decode_token, encode_token
 
 from ._base import Scenario, ScenarioError
+from ._search_constants import local_constants_from
 
 Chooser = Callable[[int], int] | Sequence[int]
 
@@ -204,7 +206,8 @@ def explore(scenario: type[Scenario], variant: str, *, examples: int = 200,
             raise ExampleFailed("; ".join(outcome.problems))
 
     try:
-        search()
+        with local_constants_from((sys.modules[scenario.__module__],)):
+            search()
     except _BudgetSpent:
         pass
     except ExampleFailed:

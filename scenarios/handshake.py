@@ -157,9 +157,13 @@ def _explore_example(variant: str, example: dict[str, Any], seed: int,
     problems: tuple[str, ...] = ()
     try:
         session.run([ProcessSpec(creator, prepare_broadcast_dir)], timeout=60)
+        # A drawn delay may be 0 and a drawn schedule may run the creator
+        # first: it waits for the waiter's step directory, as on real hosts,
+        # or the search would report the harness's race, not the protocol's.
         created, (_, seen, _) = session.run([
             ProcessSpec(creator, create_marker,
-                        ("step", marker, example["delay"], not waiter_makes_dir), "creator"),
+                        ("step", marker, example["delay"], not waiter_makes_dir, timeout),
+                        "creator"),
             ProcessSpec(waiter, wait_for_marker,
                         ("step", marker, variant, waiter_makes_dir, poll, timeout), "waiter"),
         ], timeout=timeout + 60)
