@@ -184,17 +184,18 @@ def pwrite_and_close(root: str, relative: str, data: bytes, offset: int, start_a
     os.close(fd)
 
 
-def write_own_page_then_patch(root: str, relative: str, patch_at: float,
+def write_own_page_then_patch(root: str, relative: str, reopen_at: float, patch_at: float,
                               close_at: float) -> None:
     """Create a one-page file here (so this host holds the page up to date),
-    then overwrite its first 10 bytes and close late."""
+    reopen it, overwrite its first 10 bytes later, and close."""
     start = time.monotonic()
     path = Path(root) / relative
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.write(fd, bytes(4096))
     os.close(fd)
-    time.sleep(patch_at)
+    time.sleep(reopen_at)
     fd = os.open(path, os.O_WRONLY)
+    time.sleep(max(0.0, patch_at - (time.monotonic() - start)))
     os.pwrite(fd, b"A" * 10, 0)
     time.sleep(max(0.0, close_at - (time.monotonic() - start)))
     os.close(fd)

@@ -15,12 +15,13 @@ from .test_parity import SLACK, _setup
 
 PAGE = 4096
 
-# On the real tier the three tests below that order two hosts' flushes by
-# their closes (the shorter write, the two patches) failed in some VM runs
-# and passed in others, on 6.1 and on 6.12 alike.  Watching knfsd's own copy
-# every 20 ms showed why: writeback before close (DESIGN §3.5) sometimes
-# flushes one host's dirty range before the other's close, or both hosts'
-# in one flusher pass, so the later close has nothing left to write.
+# The tests below that order two hosts' flushes keep every dirty window (a
+# write to its close) at 0.1 s, under the 0.6 s the earliest writeback
+# before close took (DESIGN §3.5), so a close is the flush.  With the writes
+# made at 0 and the closes seconds apart (their first design), the real tier
+# failed in some VM runs on 6.1 and 6.12 alike: watching knfsd's copy every
+# 20 ms showed writeback flushing one host's range before the other's close,
+# or both in one flusher pass.
 
 
 def _written(cluster, base, first, second, content):
@@ -46,7 +47,7 @@ def test_two_hosts_writing_different_ranges_of_one_page_both_land(cluster):
 
 def test_a_shorter_write_closed_last_leaves_the_longer_ones_tail(cluster):
     base = _setup(cluster, "shorter")
-    data = _written(cluster, base, (b"A" * 5000, 0, 0.0, 1.0), (b"B" * 3000, 0, 0.0, 2.0),
+    data = _written(cluster, base, (b"A" * 5000, 0, 0.9, 1.0), (b"B" * 3000, 0, 1.9, 2.0),
                     b"")
     assert data == b"B" * 3000 + b"A" * 2000
 
@@ -55,12 +56,14 @@ def test_a_patch_to_a_page_the_writer_holds_up_to_date_rewrites_the_page(cluster
     # Prediction (fs/nfs/write.c nfs_can_extend_write): with no locks held and
     # the page up to date (a wrote the file itself), a's 10-byte write is
     # extended to the whole page, so a's later close puts back its old copy
-    # of b's bytes.  Wide margins: a's reopen must come before b's close (a
-    # reopen after it sees b's change and drops the page; on a loaded VM a
-    # 1 s process start skew once did exactly that and b's bytes survived).
+    # of b's bytes.  Wide margins: a's reopen must come before b's write and
+    # close (a reopen after them sees b's change and drops the page; on a
+    # loaded VM a 1 s process start skew once did exactly that and b's bytes
+    # survived).  Nothing revalidates a's attributes between its reopen and
+    # its close: a pwrite inside the file's size does not (nfs_file_write).
     base = _setup(cluster, "extend")
-    cluster.run(("a", programs.write_own_page_then_patch, (f"{base}/f", 1.0, 6.0)),
-                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 0.5, 4.0)))
+    cluster.run(("a", programs.write_own_page_then_patch, (f"{base}/f", 1.0, 5.9, 6.0)),
+                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 3.9, 4.0)))
     data = cluster.run(("grow", programs.read_file, (f"{base}/f",)))[0]
     assert data == b"A" * 10 + bytes(PAGE - 10)
 
@@ -71,8 +74,8 @@ def test_a_patch_to_a_page_read_in_the_same_open_rewrites_the_whole_page(cluster
     # whole page and a's later close puts back its old copy of b's bytes.
     base = _setup(cluster, "extend-read")
     cluster.run(("pos", programs.write_file, (f"{base}/f", bytes(PAGE))))
-    cluster.run(("a", programs.read_then_patch, (f"{base}/f", 1.0, 3.0)),
-                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 0.5, 2.0)))
+    cluster.run(("a", programs.read_then_patch, (f"{base}/f", 3.9, 4.0)),
+                ("b", programs.pwrite_and_close, (f"{base}/f", b"B" * 10, 100, 1.9, 2.0)))
     data = cluster.run(("grow", programs.read_file, (f"{base}/f",)))[0]
     assert data == b"A" * 10 + bytes(PAGE - 10)
 
