@@ -25,6 +25,7 @@ from . import (
     _audit,
     _compat,
     _cpu,
+    _environ,
     _escapes,
     _fcntl,
     _ids,
@@ -60,7 +61,7 @@ def install() -> None:
     if not _installed:
         _installed = True
         for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
-                       _native, _compat, _logging, _audit):
+                       _native, _compat, _logging, _environ, _audit):
             module.install()
         from . import _asyncio, _trio
 
