@@ -184,10 +184,8 @@ def _install_specials() -> None:
         return syscalls.sendfile(out_fd, in_fd, offset, count)
 
     def isatty(fd: int) -> bool:
-        process = current_process()
-        if process is not None and process.syscalls.owns_fd(fd):
-            return False
-        return real_isatty(fd)
+        # No simulated process has a terminal (a batch job; see _session).
+        return real_isatty(fd) if current_process() is None else False
 
     def kill(pid: int, signal: int) -> None:
         # os.kill(pid, 0) is how lock files check that their holder lives.
