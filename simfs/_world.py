@@ -465,11 +465,6 @@ class World:
         host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
 
-    def _pid_alive(self, pid: int) -> bool:
-        """Whether a simulated process with this pid still has a live thread."""
-        return any(p.group.pid == pid and p.active
-                   for p in self.processes)
-
     def _next_ofd_id(self) -> int:
         """A fresh open-file-description id (one per open(), shared by dup()s)."""
         return next(self._ofd_ids)

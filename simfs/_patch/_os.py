@@ -17,8 +17,7 @@ from typing import Any
 from .._engine._scheduler import Process, _tls, current_process
 from .._errors import simulated_oserror
 from .._os._seam import SyscallSeam
-from .._world import host_of
-from . import _fds, _proc
+from . import _fds, _proc, _session
 from ._registry import escape, patch
 
 # The syscall each route calls, through the typed seam (mypy checks the name).
@@ -192,11 +191,7 @@ def _install_specials() -> None:
         process = current_process()
         if process is None:
             return real_kill(pid, signal)
-        if signal != 0:
-            raise escape(process, f"os.kill({pid}, {signal}) is not simulated")
-        if not host_of(process).world._pid_alive(pid):
-            raise simulated_oserror(errno.ESRCH)
-        return None
+        return _session.kill(process, pid, signal)
 
     def uname() -> os.uname_result:
         process = current_process()

@@ -23,12 +23,21 @@ and session = its pid):
   then falls back to ``COLUMNS``/``LINES`` of the simulated environment, or
   80x24); ``os.getlogin()`` is ``ENXIO`` (no login session, measured in a
   container).  Descriptors the process does not hold follow ``_fds``.
+
+Signals never reach a real process.  ``os.kill(pid, 0)``, how lock files
+check that their holder lives, succeeds for a live simulated process on
+the same host (its pid, its group ``-pid``, ``0`` for itself, ``-1`` for
+any other) and is ``ESRCH`` for any other pid; a signal number the kernel
+does not know is ``EINVAL`` (``valid_signal``: 0 to ``_NSIG`` = 64).
+Delivering a real signal is not simulated: a ``SimulationEscape`` naming
+the call, as for ``signal.pthread_kill`` and ``signal.raise_signal``.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import signal
 from typing import Any
 
 from .._engine._scheduler import Process
@@ -75,6 +84,69 @@ def _no_terminal(process: Process, fd: Any, call: str) -> Any:
     raise escape(process, f"os.{call}({fd}) on a real file descriptor")
 
 
+# valid_signal() in include/linux/signal.h: 1.._NSIG, and 0 to probe.
+_NSIG = 64
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return str(sig)
+
+
+def _check_signal(sig: Any) -> int:
+    if isinstance(sig, bool) or not isinstance(sig, int):
+        raise TypeError(f"'{type(sig).__name__}' object cannot be interpreted as an integer")
+    return int(sig)
+
+
+def kill(process: Process, pid: Any, sig: Any) -> None:
+    """``os.kill`` inside the world: probe simulated processes, deliver nothing real.
+
+    Raises:
+        ProcessLookupError: no live simulated process on this host matches ``pid``.
+        OSError: ``EINVAL`` for a signal number the kernel does not know.
+        SimulationEscape: a real signal (not 0) to a simulated process.
+    """
+    sig = _check_signal(sig)
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        raise TypeError(f"'{type(pid).__name__}' object cannot be interpreted as an integer")
+    own = int(process.group.pid)
+    if pid == 0:
+        found = True  # its own process group
+    elif pid == -1:  # every process it may signal, except itself
+        found = any(other.group.pid != own and other.active
+                    for other in host_of(process).processes)
+    else:
+        found = is_live_pid(process, abs(pid))  # a pid, or the group it leads
+    if not found:
+        raise simulated_oserror(errno.ESRCH)
+    if not 0 <= sig <= _NSIG:
+        raise simulated_oserror(errno.EINVAL)
+    if sig != 0:
+        raise escape(process, f"os.kill({pid}, {_signal_name(sig)}) would deliver a signal; "
+                              "simfs does not simulate signals (os.kill(pid, 0) probes a "
+                              "simulated process)")
+
+
+def _pthread_kill(process: Process, ident: Any, sig: Any) -> None:
+    sig = _check_signal(sig)
+    if not any(thread.ident == ident and thread.active for thread in process.group.live_threads):
+        raise simulated_oserror(errno.ESRCH)
+    if not 0 <= sig <= _NSIG:
+        raise simulated_oserror(errno.EINVAL)
+    if sig != 0:
+        raise escape(process, f"signal.pthread_kill({ident}, {_signal_name(sig)}) would "
+                              "deliver a signal; simfs does not simulate signals")
+
+
+def _raise_signal(process: Process, sig: Any) -> None:
+    sig = _check_signal(sig)
+    raise escape(process, f"signal.raise_signal({_signal_name(sig)}) would signal the test "
+                          "process itself; simfs does not simulate signals")
+
+
 def _getlogin(process: Process) -> str:
     raise simulated_oserror(errno.ENXIO)  # no login session: no utmp entry, no terminal
 
@@ -96,5 +168,7 @@ def install() -> None:
         os.ttyname, lambda process, fd: _no_terminal(process, fd, "ttyname")))
     patch(os, "get_terminal_size", in_world(os.get_terminal_size, _terminal_size))
     patch(os, "getlogin", in_world(os.getlogin, _getlogin))
+    patch(signal, "pthread_kill", in_world(signal.pthread_kill, _pthread_kill))
+    patch(signal, "raise_signal", in_world(signal.raise_signal, _raise_signal))
     patch(os, "tcgetpgrp", in_world(
         os.tcgetpgrp, lambda process, fd: _no_terminal(process, fd, "tcgetpgrp")))
