@@ -28,16 +28,16 @@ job, without a terminal.  ``World(env=)`` changes this for every process and
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import os
+import zoneinfo
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._engine._scheduler import Process
-
-EnvOverrides = Mapping[str, "str | None"]
 
 # oci.DefaultPathEnv("linux") in moby (daemon/oci), the PATH of a container
 # whose image sets none; Debian's /etc/profile gives root the same.
@@ -45,6 +45,70 @@ DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The world's user: root, the owner of every simulated file (see _patch/_ids.py).
 USER = "root"
 HOME = "/root"
+
+# The world's zone unless World(tz=) names another.
+DEFAULT_ZONE = "UTC"
+# Every TZif file starts with this magic (RFC 8536 §3.1).
+_TZIF_MAGIC = b"TZif"
+
+
+def _zone_directories() -> list[str]:
+    """Where zone files are looked for: the ``tzdata`` package first, then the system's.
+
+    The package, when installed, pins one release of the IANA database for
+    every machine (a zone's rules change between releases); the system
+    directories (``zoneinfo.TZPATH``) are the ones glibc reads.
+    """
+    directories = []
+    try:
+        import tzdata  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        pass
+    else:
+        directories.append(os.path.join(os.path.dirname(tzdata.__file__), "zoneinfo"))
+    return directories + list(zoneinfo.TZPATH)
+
+
+def zone_file(name: str) -> str | None:
+    """The tz database file of ``name`` on this machine (by absolute path), or None."""
+    if not name or name.startswith("/") or ".." in name.split("/") or "\0" in name:
+        return None
+    for directory in _zone_directories():
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as file:
+                if file.read(4) == _TZIF_MAGIC:
+                    return path
+    return None
+
+
+def check_zone(name: object) -> str:
+    """``name`` if it names a time zone this machine's tz database holds.
+
+    Args:
+        name: an IANA zone name such as ``"Europe/Berlin"``; ``"UTC"`` needs no database.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: no such zone here; the message suggests close names and
+            says how to list the valid ones.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"tz must be an IANA time zone name such as 'Europe/Berlin', "
+                        f"not {name!r}")
+    if name == DEFAULT_ZONE or zone_file(name) is not None:
+        return name
+    known = sorted(zoneinfo.available_timezones())
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if not close:
+        lowered = {zone.lower(): zone for zone in known}
+        close = [lowered[name.lower()]] if name.lower() in lowered else []
+    hint = f"did you mean {', '.join(map(repr, close))}? " if close else ""
+    raise ValueError(
+        f"tz={name!r} is not a time zone of this machine's tz database "
+        f"({', '.join(_zone_directories()) or 'none found'}); {hint}valid names are IANA "
+        "names such as 'UTC', 'Europe/Berlin' or 'America/New_York': list them with "
+        "python -c \"import zoneinfo; print(sorted(zoneinfo.available_timezones()))\"")
 
 
 def default_environment(host_name: str, zone: str) -> dict[str, str]:

@@ -27,9 +27,11 @@ from ._errors import (
     SimfsError,
 )
 from ._machine import (
+    DEFAULT_ZONE,
     ProcessEnvironment,
     check_env,
     check_spawn_env,
+    check_zone,
     default_environment,
     merged,
 )
@@ -142,6 +144,9 @@ class World:
             (``os.environ``; None as a value removes a variable).  The default
             is a fixed root login environment (``World.environment(host)``
             shows it), never the real one: see ``simfs/_machine.py``.
+        tz: the local time zone of every host (an IANA name of the machine's
+            tz database, e.g. ``"Europe/Berlin"``): C's local time during a
+            run, and ``TZ`` in the environment.
 
     What a test reads and sets up, besides the methods below:
 
@@ -173,7 +178,8 @@ class World:
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
                  step_timeout: float = 10.0, max_events: int = 1_000_000,
                  trace_keep: int | None = None,
-                 env: Mapping[str, str | None] | None = None) -> None:
+                 env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE
+                 ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
@@ -211,7 +217,7 @@ class World:
         self._crashes_scheduled = False
         self._reported: set[Process] = set()
         self.random = random.Random(f"simfs-world:{seed}")
-        self.tz = "UTC"
+        self.tz = check_zone(tz)
         self.env = check_env({} if env is None else env, "World(env=)")
         merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
         # Each OS process's environment and limits, by pid (see _machine).
