@@ -19,6 +19,14 @@ with the limits a process started by a container runtime gets on Linux:
   whose unit says ``LimitNOFILE=infinity`` (Docker's, containerd's) hands
   its containers.
 
+``os.sysconf`` answers from the same host: the limits it derives from
+``getrlimit`` (glibc's ``__sysconf``: ``SC_OPEN_MAX`` NOFILE, ``SC_CHILD_MAX``
+NPROC, ``SC_SIGQUEUE_MAX`` SIGPENDING, ``SC_ARG_MAX`` a quarter of the
+stack limit), the host's ``CPUS`` for ``SC_NPROCESSORS_*`` (as
+``os.cpu_count``), and its 16 GiB for ``SC_PHYS_PAGES``/``SC_AVPHYS_PAGES``
+(``page size * phys pages`` is how programs size caches to the machine);
+other names are constants of the platform and keep the real answer.
+
 ``setrlimit``/``prlimit`` set the process's own limits (its threads share
 them), with the kernel's checks (soft above hard, or a hard NOFILE above
 ``nr_open``, is refused as CPython words it).  simfs enforces no limit:
@@ -31,6 +39,7 @@ it fails loudly instead of giving a run that cannot happen.
 from __future__ import annotations
 
 import errno
+import os
 from typing import Any
 
 from .._engine._scheduler import Process
@@ -38,6 +47,7 @@ from .._errors import simulated_oserror
 from .._machine import ProcessEnvironment, environment_of
 from .._world import host_of
 from . import _fds
+from ._ids import CPUS
 from ._registry import escape, in_world, patch
 from ._session import is_live_pid
 
@@ -48,7 +58,11 @@ except ImportError:  # not on this platform: nothing to route
 
 _INFINITY = -1 if resource is None else resource.RLIM_INFINITY
 _MIB = 1024 * 1024
+HOST_MEMORY = 16 << 30  # bytes of memory of every simulated host
 _TASKS = 65536  # fork_init: max_threads / 2 on a 16 GiB host (see above)
+_LEGACY_ARG_MAX = 131072  # glibc's floor for SC_ARG_MAX (ARG_MAX before Linux 2.6.23)
+_RLIM_INFINITY_C = 2**64 - 1  # RLIM_INFINITY as glibc's unsigned rlim_t holds it
+_real_sysconf = os.sysconf
 # (soft, hard) by resource name, as a container's process starts with them.
 DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
     "RLIMIT_CPU": (_INFINITY, _INFINITY), "RLIMIT_FSIZE": (_INFINITY, _INFINITY),
@@ -130,7 +144,31 @@ def _prlimit(process: Process, pid: Any, which: Any, limits: Any = None) -> tupl
     return previous
 
 
+def _sysconf(process: Process, name: Any) -> int:
+    number = name
+    if isinstance(name, str):
+        if name not in os.sysconf_names:
+            raise ValueError("unrecognized configuration name")
+        number = os.sysconf_names[name]
+    names = {value: key for key, value in os.sysconf_names.items()}
+    key = names.get(number, "") if isinstance(number, int) else ""
+    if key in ("SC_NPROCESSORS_CONF", "SC_NPROCESSORS_ONLN"):
+        return CPUS
+    if key in ("SC_PHYS_PAGES", "SC_AVPHYS_PAGES"):
+        return HOST_MEMORY // _real_sysconf("SC_PAGE_SIZE")  # a fresh host: all of it free
+    soft_limit = {"SC_OPEN_MAX": "RLIMIT_NOFILE", "SC_CHILD_MAX": "RLIMIT_NPROC",
+                  "SC_SIGQUEUE_MAX": "RLIMIT_SIGPENDING", "SC_ARG_MAX": "RLIMIT_STACK"}
+    if key in soft_limit and resource is not None:
+        soft = _limits(environment_of(process), getattr(resource, soft_limit[key]))[0]
+        if key == "SC_ARG_MAX":
+            stack = _RLIM_INFINITY_C if soft == _INFINITY else soft
+            return max(_LEGACY_ARG_MAX, stack // 4)
+        return -1 if soft == _INFINITY else soft
+    return _real_sysconf(name)  # a constant of the platform (page size, clock ticks)
+
+
 def install() -> None:
+    patch(os, "sysconf", in_world(_real_sysconf, _sysconf))
     if resource is None:
         return
     patch(resource, "getrlimit", in_world(resource.getrlimit, _getrlimit))

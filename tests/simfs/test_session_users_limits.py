@@ -194,3 +194,16 @@ def test_no_simulated_process_has_a_terminal_even_when_the_test_runs_in_one():
 def test_terminal_size_falls_back_to_columns_and_lines_of_the_simulated_environment():
     size = _result(lambda: tuple(shutil.get_terminal_size()), env={"COLUMNS": "120"})
     assert size == (120, 24)
+
+
+def test_sysconf_describes_the_simulated_host_and_the_process_limits():
+    def program() -> list[int]:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 1 << 20))
+        return [os.sysconf("SC_NPROCESSORS_ONLN"), os.sysconf("SC_OPEN_MAX"),
+                os.sysconf(os.sysconf_names["SC_CHILD_MAX"]), os.sysconf("SC_ARG_MAX"),
+                os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+                os.sysconf("SC_CLK_TCK")]
+
+    # 4 CPUs as os.cpu_count(); glibc's __sysconf reads getrlimit (ARG_MAX: stack / 4);
+    # a 16 GiB host; clock ticks are the platform's USER_HZ.
+    assert _result(program) == [4, 4096, 65536, 2 << 20, 16 << 30, os.sysconf("SC_CLK_TCK")]
