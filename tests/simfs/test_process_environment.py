@@ -158,3 +158,13 @@ def test_tzset_with_the_world_zone_is_allowed_and_with_another_zone_fails_loudly
     world.spawn(world.host("a"), program)
     with pytest.raises(SimulationEscape, match=r"time.tzset\(\) with TZ='Asia/Tokyo'"):
         world.run()
+
+
+def test_a_replay_token_rebuilds_the_world_environment_and_zone():
+    from simfs._replay import world_from_token, world_token
+
+    world = World(seed=3, env={"RANK": "0", "LANG": None}, tz="Europe/Berlin")
+    world.host("a")
+    rebuilt = world_from_token(world_token(world))
+    assert (rebuilt.env, rebuilt.tz) == ({"RANK": "0", "LANG": None}, "Europe/Berlin")
+    assert rebuilt.environment("a") == world.environment("a")
