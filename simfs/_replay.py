@@ -2,9 +2,10 @@
 
 A failing exploration is only useful if another person, on another machine,
 can run the same thing again.  A token carries what a world is made of (its
-seed, export, hosts and their nfs(5) options, the fault plan) and every
-scheduling choice the run made; rebuilt from it, the world replays the
-recorded choices (``World(chooser=[...])``) and so the identical trace.
+seed, export, hosts and their nfs(5) options, the fault plan, its environment
+and time zone) and every scheduling choice the run made; rebuilt from it, the
+world replays the recorded choices (``World(chooser=[...])``) and so the
+identical trace.
 Tokens hold plain JSON (never pickles): decoding one runs no code.
 
 No Hypothesis and no pytest here: ``import simfs`` stays cheap, and a replay
@@ -102,7 +103,7 @@ def world_token(world: World, hosts: Sequence[str] | None = None) -> str:
         "kind": "world", "seed": world.seed, "export": world.export,
         "hosts": [[name, world.hosts[name].mount] for name in names],
         "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
-        "choices": world.choices,
+        "choices": world.choices, "env": world.env, "tz": world.tz,
     })
 
 
@@ -118,8 +119,10 @@ def world_from_token(token: str) -> World:
                                f"{payload.get('kind', 'unknown')!r} token, not a world's")
     try:
         plan = plan_from_json(payload["faults"])
+        # env and tz: absent from tokens made before World had them (the defaults).
         world = World(payload["seed"], export=payload["export"], chooser=payload["choices"],
-                      faults=plan if plan != FaultPlan() else None)
+                      faults=plan if plan != FaultPlan() else None,
+                      env=payload.get("env"), tz=payload.get("tz", "UTC"))
         # Set in ns, as recorded: seconds would round up on the way back.
         world.rpc_latency_ns = int(payload["rpc_latency_ns"])
         for name, mount in payload["hosts"]:

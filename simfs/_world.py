@@ -11,7 +11,7 @@ import itertools
 import posixpath
 import random
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
@@ -25,6 +25,15 @@ from ._errors import (
     ProcessNotFinished,
     ReplayDiverged,
     SimfsError,
+)
+from ._machine import (
+    DEFAULT_ZONE,
+    ProcessEnvironment,
+    check_env,
+    check_spawn_env,
+    check_zone,
+    default_environment,
+    merged,
 )
 from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
@@ -131,6 +140,13 @@ class World:
         trace_keep: how many of the latest trace events to keep readable
             (None: all).  The trace's digest and length always cover the whole
             run; set this for long runs whose memory must stay bounded.
+        env: changes to the environment every simulated process starts with
+            (``os.environ``; None as a value removes a variable).  The default
+            is a fixed root login environment (``World.environment(host)``
+            shows it), never the real one: see ``simfs/_machine.py``.
+        tz: the local time zone of every host (an IANA name of the machine's
+            tz database, e.g. ``"Europe/Berlin"``): C's local time during a
+            run, and ``TZ`` in the environment.
 
     What a test reads and sets up, besides the methods below:
 
@@ -161,7 +177,9 @@ class World:
                  chooser: Chooser | Sequence[int] | None = None,
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
                  step_timeout: float = 10.0, max_events: int = 1_000_000,
-                 trace_keep: int | None = None) -> None:
+                 trace_keep: int | None = None,
+                 env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE
+                 ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
@@ -199,6 +217,11 @@ class World:
         self._crashes_scheduled = False
         self._reported: set[Process] = set()
         self.random = random.Random(f"simfs-world:{seed}")
+        self.tz = check_zone(tz)
+        self.env = check_env({} if env is None else env, "World(env=)")
+        merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
+        # Each OS process's environment and limits, by pid (see _machine).
+        self.environments: dict[int, ProcessEnvironment] = {}
 
     # -- building ---------------------------------------------------------------
 
@@ -236,19 +259,40 @@ class World:
         return found
 
     def spawn(self, host: Host | str, target: Callable[..., Any], *args: Any,
-              name: str | None = None, **kwargs: Any) -> Process:
+              name: str | None = None, env: Mapping[str, str | None] | None = None,
+              **kwargs: Any) -> Process:
         """Start ``target(*args, **kwargs)`` as a process on ``host``.
 
         An ``async def`` target runs under ``trio.run`` on the world's clock.
+
+        Args:
+            env: changes to the world's environment for this process only
+                (None as a value removes a variable).  A target that accepts
+                a keyword ``env`` itself is refused with ``env=``: pass its
+                arguments with ``functools.partial``.
+
+        Raises:
+            TypeError: ``env`` is ambiguous for this target, or malformed.
+            ValueError: a malformed variable, or ``TZ`` other than the world's zone.
         """
         where = self._resolve_host(host)
         if where.crashed:
             raise SimfsError(f"host {where.name!r} has crashed; nothing can start on it")
+        check_spawn_env(target, env)
+        changes = check_env({} if env is None else env, "spawn(env=)")
+        variables = merged(self.environment(where), changes, zone=self.tz, where="spawn(env=)")
         call = self._as_callable(target, args, kwargs)
         group = ProcessGroup(next(self._pids), self.export,
                              self.random.getrandbits(64))
+        self.environments[group.pid] = ProcessEnvironment(variables)
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
                                  group, parent=None, daemon=False, native_id=group.pid)
+
+    def environment(self, host: Host | str) -> dict[str, str]:
+        """The environment a process spawned on ``host`` starts with (without spawn's env=)."""
+        where = self._resolve_host(host)
+        return merged(default_environment(where.name, self.tz), self.env, zone=self.tz,
+                      where="World(env=)")
 
     def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
                      daemon: bool) -> Process:
@@ -426,11 +470,6 @@ class World:
             self.scheduler.detach(process, f"host {host.name!r} crashed")
         host.client.lose_memory()
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
-
-    def _pid_alive(self, pid: int) -> bool:
-        """Whether a simulated process with this pid still has a live thread."""
-        return any(p.group.pid == pid and p.active
-                   for p in self.processes)
 
     def _next_ofd_id(self) -> int:
         """A fresh open-file-description id (one per open(), shared by dup()s)."""

@@ -25,17 +25,21 @@ from . import (
     _audit,
     _compat,
     _cpu,
+    _environ,
     _escapes,
     _fcntl,
     _ids,
     _io,
+    _limits,
     _logging,
     _misc,
     _mmap,
     _native,
     _os,
+    _session,
     _threads,
     _time,
+    _users,
 )
 from ._boundary import real_cwd_sentinel
 from ._registry import REPLACEMENTS
@@ -60,7 +64,8 @@ def install() -> None:
     if not _installed:
         _installed = True
         for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
-                       _native, _compat, _logging, _audit):
+                       _native, _compat, _logging, _environ, _session, _users, _limits,
+                       _audit):
             module.install()
         from . import _asyncio, _trio
 

@@ -53,7 +53,7 @@ def real_cwd_sentinel(world: World) -> Iterator[None]:
     The block also runs in the world's time zone (``_tz``): both are the
     process-wide state a run must not read from the real machine.
     """
-    with world_timezone(), _sentinel_cwd(world):
+    with world_timezone(world.tz), _sentinel_cwd(world):
         yield
 
 

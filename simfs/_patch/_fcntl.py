@@ -2,22 +2,63 @@
 
 pyfakefs makes them no-ops (DESIGN §3.3); here they go to the world's lock
 table, as Linux NFS sends them to the server's lock manager.
+
+``fcntl.fcntl`` and ``fcntl.ioctl`` inside the world never reach a real
+descriptor, as the ``os`` calls do not (``_fds``): a number no process can
+hold is ``EBADF``; the standard streams, which belong to the test process,
+answer ``F_GETFD``/``F_GETFL`` as a batch job's pipes would and are not a
+terminal (terminal ``ioctl``s are ``ENOTTY``, as on the process's files);
+anything else on a descriptor the process does not hold is a
+``SimulationEscape``, since it may be one of the test process's own.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import os
 from typing import Any
 
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, current_process
+from .._errors import simulated_oserror
 from . import _fds
 from ._registry import escape, patch
 
 _HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0, fcntl.F_GETFL: 0, fcntl.F_SETFL: 0}
+_STDIO = (0, 1, 2)
+try:
+    import termios
+except ImportError:  # no terminals on this platform: nothing asks for one
+    _TERMINAL_REQUESTS: frozenset[int] = frozenset()
+else:
+    # ioctls only a terminal answers: any other file says ENOTTY (tty_ioctl(4)).
+    _TERMINAL_REQUESTS = frozenset(getattr(termios, name) for name in (
+        "TIOCGWINSZ", "TIOCSWINSZ", "TCGETS", "TCSETS", "TCSETSW", "TCSETSF", "TIOCGPGRP",
+        "TIOCSPGRP", "TIOCGSID", "TIOCSCTTY", "TIOCNOTTY", "TIOCOUTQ", "TIOCSTI")
+        if hasattr(termios, name))
+
+
+def _stdio_fcntl(process: Process, fd: int, command: int) -> int:
+    """``F_GETFD``/``F_GETFL`` of a standard stream: a batch job's pipe, no close-on-exec."""
+    if command == fcntl.F_GETFD:
+        return 0
+    if command == fcntl.F_GETFL:
+        return os.O_RDONLY if fd == 0 else os.O_WRONLY
+    raise escape(process, f"fcntl.fcntl({fd}, {command}) would change the test process's "
+                          "own standard stream")
+
+
+def _foreign(process: Process, call: str, fd: int, request: int) -> Any:
+    """A ``fcntl`` call on a descriptor the simulated process does not hold."""
+    _fds.refuse_impossible(fd)
+    raise escape(process, f"fcntl.{call}({fd}, {request}) on a real file descriptor")
 
 
 def _fd_of(target: Any) -> int:
-    return target if isinstance(target, int) else int(target.fileno())
+    fd = target if isinstance(target, int) else int(target.fileno())
+    if fd < 0:  # PyObject_AsFileDescriptor's check, before any system call
+        raise ValueError(f"file descriptor cannot be a negative integer ({fd})")
+    return fd
 
 
 def install() -> None:
@@ -51,9 +92,13 @@ def install() -> None:
 
     def fcntl_(target: Any, command: int, argument: Any = 0) -> Any:
         process = current_process()
-        fd = _fd_of(target)
-        if process is None or not process.syscalls.owns_fd(fd):
+        if process is None:
             return real_fcntl(target, command, argument)
+        fd = _fd_of(target)
+        if not process.syscalls.owns_fd(fd):
+            if fd in _STDIO:
+                return _stdio_fcntl(process, fd, command)
+            return _foreign(process, "fcntl", fd, command)
         if command in _HARMLESS:
             return _HARMLESS[command]
         raise escape(process, f"fcntl.fcntl({fd}, {command}) is not simulated; "
@@ -61,10 +106,15 @@ def install() -> None:
 
     def ioctl(target: Any, request: int, *args: Any) -> Any:
         process = current_process()
+        if process is None:
+            return real_ioctl(target, request, *args)
         fd = _fd_of(target)
-        if process is not None and process.syscalls.owns_fd(fd):
-            raise escape(process, f"fcntl.ioctl({fd}, {request}) is not simulated")
-        return real_ioctl(target, request, *args)
+        held = fd in _STDIO or process.syscalls.owns_fd(fd)
+        if held and request in _TERMINAL_REQUESTS:
+            raise simulated_oserror(errno.ENOTTY)  # no simulated descriptor is a terminal
+        if not process.syscalls.owns_fd(fd):
+            return _foreign(process, "ioctl", fd, request)
+        raise escape(process, f"fcntl.ioctl({fd}, {request}) is not simulated")
 
     patch(fcntl, "flock", flock)
     patch(fcntl, "lockf", lockf)

@@ -17,8 +17,7 @@ from typing import Any
 from .._engine._scheduler import Process, _tls, current_process
 from .._errors import simulated_oserror
 from .._os._seam import SyscallSeam
-from .._world import host_of
-from . import _fds, _proc
+from . import _fds, _proc, _session
 from ._registry import escape, patch
 
 # The syscall each route calls, through the typed seam (mypy checks the name).
@@ -184,21 +183,15 @@ def _install_specials() -> None:
         return syscalls.sendfile(out_fd, in_fd, offset, count)
 
     def isatty(fd: int) -> bool:
-        process = current_process()
-        if process is not None and process.syscalls.owns_fd(fd):
-            return False
-        return real_isatty(fd)
+        # No simulated process has a terminal (a batch job; see _session).
+        return real_isatty(fd) if current_process() is None else False
 
     def kill(pid: int, signal: int) -> None:
         # os.kill(pid, 0) is how lock files check that their holder lives.
         process = current_process()
         if process is None:
             return real_kill(pid, signal)
-        if signal != 0:
-            raise escape(process, f"os.kill({pid}, {signal}) is not simulated")
-        if not host_of(process).world._pid_alive(pid):
-            raise simulated_oserror(errno.ESRCH)
-        return None
+        return _session.kill(process, pid, signal)
 
     def uname() -> os.uname_result:
         process = current_process()
