@@ -11,14 +11,17 @@ Some searches narrow a scenario's space to one bug (a subclass whose
 token still names the scenario, so ``python -m scenarios replay`` runs it
 with the scenario's own declaration.
 
-Measured (seed 0): handshake/exists found at example 2, 9 runs with
-shrinking; prune/rmtree at 5 (27); prune/uncapped-retry at 3 (10);
-refit/before at 7 (77); refit/pr at 9 (90); transfer/naive unwatched at 5
-(17); cas/seed on fresh volumes at 6 (77), with a stale blob at 1 (3).
+Measured (seed 0, Hypothesis 6.170; the local constants Hypothesis draws
+from are the scenario module's, ``scenarios/_search_constants.py``):
+handshake/exists found at example 1, 3 runs with shrinking; prune/rmtree at
+5 (27); prune/uncapped-retry at 3 (10); refit/before at 7 (77); refit/pr at
+8 (90); transfer/naive unwatched at 5 (17); cas/seed on fresh volumes at 6
+(77), with a stale blob at 1 (3).
 """
 
 import dataclasses
 import functools
+import re
 import subprocess
 import sys
 
@@ -78,7 +81,10 @@ def test_the_bare_exists_is_found_stalling_and_shrinks_to_default_mounts_and_one
     assert (failure.example["waiter_mount"], failure.example["creator_mount"]) == (
         "vers=3", "vers=3")
     assert failure.example["poll"] == 0.1
-    assert "29." in failure.outcome.problems[0]
+    # Hidden until the directory's attributes (read with the negative entry)
+    # age past acdirmin, 30 s by default (nfs(5)), and seen at the next poll.
+    stall = float(re.search(r"saw \S+ ([0-9.]+) s after", failure.outcome.problems[0])[1])
+    assert 29.0 < stall <= 30.0 + failure.example["poll"] + 1e-6
 
 
 def test_marker_exists_sees_every_marker_within_a_poll_over_a_thousand_examples():
