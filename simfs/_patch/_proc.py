@@ -65,9 +65,14 @@ def _text(path: object) -> str | None:
     """The path as text, or None for a descriptor or something that is no path."""
     if path.__class__ is str:
         return path
-    if isinstance(path, int) or not isinstance(path, str | bytes | os.PathLike):
+    if isinstance(path, int):
         return None
-    text = os.fspath(path)
+    # os.fspath itself tells a path from anything else: a test against the
+    # os.PathLike ABC costs more than the call, on every poll of a Path.
+    try:
+        text = os.fspath(path)  # type: ignore[call-overload]
+    except TypeError:
+        return None
     return os.fsdecode(text) if isinstance(text, bytes) else text
 
 
