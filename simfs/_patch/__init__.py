@@ -69,9 +69,10 @@ def install() -> None:
         _asyncio.install()
         # trio is routed when the program imports it: importing it here was a
         # fifth of ``python -m scenarios run handshake``'s start-up (issue 16),
-        # for a program that never uses it.  A program must import trio before
-        # its first run either way: trio binds threading.RLock when imported,
-        # and its run loop needs a real one (trio/_core/_entry_queue.py).
+        # for a program that never uses it.  As before, a program must import
+        # trio before the routes go in (its first spawn or run): trio binds
+        # threading.RLock when imported, and its run loop needs a real one
+        # (trio/_core/_entry_queue.py).
         when_imported("trio", _route_trio)
     _rebind_aliases()
 
