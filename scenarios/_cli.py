@@ -16,7 +16,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from simfs import SimfsError
 
@@ -121,18 +121,41 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
                          help="simulation: virtual seconds each RPC takes (default 0)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose epilog may be written only when its help is shown.
+
+    The ``run`` and ``fidelity`` help lists what every scenario offers, which
+    imports every scenario: a run of one scenario should not pay for that
+    (issue 16).  Subparsers are of this class too (``add_subparsers``).
+    """
+
+    def __init__(self, *args: Any, epilog_from: Callable[[], str] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._epilog_from = epilog_from
+
+    def format_help(self) -> str:
+        if self._epilog_from is not None:
+            self.epilog = self._epilog_from()
+        return super().format_help()
+
+
+def _fidelity_help() -> str:
+    return ("scenarios with a sim-versus-real comparison: " + ", ".join(_with_fidelity())
+            + "\n\n" + EXIT_STATUS)
+
+
 def _parser() -> argparse.ArgumentParser:
     raw = argparse.RawDescriptionHelpFormatter
-    parser = argparse.ArgumentParser(prog="python -m scenarios", formatter_class=raw,
-                                     description="The seed incidents as experiments.",
-                                     epilog=EXIT_STATUS)
+    parser = _Parser(prog="python -m scenarios", formatter_class=raw,
+                     description="The seed incidents as experiments.", epilog=EXIT_STATUS)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="list the scenarios")
     params = commands.add_parser("params", help="list a scenario's parameters")
     params.add_argument("name", nargs="?", default="all", help="a scenario name, or 'all'")
     run = commands.add_parser("run", help="run a scenario (or all) and print its table",
                               formatter_class=raw,
-                              epilog=_params_help() + "\n\n" + EXIT_STATUS)
+                              epilog_from=lambda: _params_help() + "\n\n" + EXIT_STATUS)
     run.add_argument("name", help="a scenario name, or 'all'")
     run.add_argument("--backend", type=_backend_name, default="sim",
                      help=f"where to run: {' or '.join(BACKENDS)} (default sim)")
@@ -148,10 +171,9 @@ def _parser() -> argparse.ArgumentParser:
     agent.add_argument("--listen", default="0.0.0.0:7700", help="address:port (default "
                        "0.0.0.0:7700)")
     fidelity = commands.add_parser(
-        "fidelity", formatter_class=raw, epilog=EXIT_STATUS,
+        "fidelity", formatter_class=raw, epilog_from=_fidelity_help,
         help="run a scenario on the simulation and on real NFS, side by side")
-    fidelity.add_argument("name", help="a scenario with a comparison: "
-                          + ", ".join(_with_fidelity()))
+    fidelity.add_argument("name", help="a scenario with a comparison (listed below)")
     _add_run_options(fidelity)
     fidelity.add_argument("--backend", default="real", choices=("real", "compose"),
                           help="the real side: real (NFS_MOUNTS) or compose (default real)")

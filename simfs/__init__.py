@@ -37,7 +37,6 @@ from ._nfs._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostC
 from ._nfs._kernels import UnknownKernel
 from ._nfs._mount import MountOptions
 from ._nfs._server import Attrs
-from ._report import BeliefRecorder, Timeline, render_html
 from ._world import Host, World
 
 __all__ = [
@@ -74,17 +73,29 @@ __all__ = [
     "render_html",
 ]
 
-if TYPE_CHECKING:  # at run time __getattr__ below imports it on first use
+if TYPE_CHECKING:  # at run time __getattr__ below imports them on first use
+    from ._report import BeliefRecorder as BeliefRecorder
+    from ._report import Timeline as Timeline
+    from ._report import render_html as render_html
     from .strategies import explore as explore
+
+# The belief timeline and its HTML report, imported on first use: a run
+# that writes no report should not pay for them at start-up (issue 16).
+_REPORT_NAMES = frozenset({"BeliefRecorder", "Timeline", "render_html"})
 
 
 def __getattr__(name: str) -> object:
-    """``simfs.explore``, imported on first use: it brings Hypothesis with it.
+    """``simfs.explore`` and the report names, imported on first use.
 
-    Left out of ``__all__`` so that ``from simfs import *`` stays cheap too.
+    ``explore`` brings Hypothesis with it, so it is left out of ``__all__``
+    and ``from simfs import *`` stays cheap too.
     """
     if name == "explore":
         from .strategies import explore
 
         return explore
+    if name in _REPORT_NAMES:
+        from . import _report
+
+        return getattr(_report, name)
     raise AttributeError(f"module 'simfs' has no attribute {name!r}")

@@ -44,6 +44,7 @@ from ._dirops import DirectoryOps
 from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
 from ._lookup import CREATE as CREATE
 from ._lookup import EXCL as EXCL
+from ._lookup import NEGATIVE as NEGATIVE
 from ._lookup import OPEN as OPEN
 from ._lookup import RENAME_TARGET as RENAME_TARGET
 from ._lookup import UP_FROM_START as UP_FROM_START
@@ -272,11 +273,15 @@ class NfsClient(DirectoryOps, PageCacheOps):
         """A crash: the page cache, unflushed writes included, is gone."""
         self.files.clear()
 
+    def writes_pending(self, attrs: Attrs) -> bool:
+        """Whether this host holds dirty pages of the file (a stat writes them back)."""
+        cache = None if attrs.is_dir else self.files.get(attrs.fileid)
+        return cache is not None and bool(cache.dirty)
+
     def stat_attrs(self, attrs: Attrs) -> Attrs:
         """The attributes a stat reports: ``nfs_getattr`` writes this host's
         dirty pages back first, so that size and mtime are right."""
-        cache = None if attrs.is_dir else self.files.get(attrs.fileid)
-        if cache is None or not cache.dirty:
+        if not self.writes_pending(attrs):
             return attrs
         self.flush(attrs.fileid)
         return self.getattr(attrs.fileid)

@@ -116,10 +116,32 @@ class Syscalls(FileCalls, DirectoryCalls):
             outcome = errno_name(error.errno) if error.errno is not None else type(error).__name__
             if getattr(error, "simfs_injected", False):
                 outcome += " (injected)"
-            self._finish(op, shown, outcome, record)
+            self._finish(op, shown, outcome, tuple(record))
             raise
-        self._finish(op, shown, _describe(result), record)
+        self._finish(op, shown, _describe(result), tuple(record))
         return result
+
+    def _cached_walk(self, start: int, components: list[str], follow: bool
+                     ) -> Attrs | str | None:
+        """The walk's answer from the client's caches alone, where ``_run``
+        would do nothing before the walk; else None (take ``_run``).
+
+        ``_run`` first honours a kill, runs writebacks come due and asks the
+        fault plan: any of them may change what the walk finds, so the
+        answer from the caches stands only when none has anything to do.
+        """
+        writebacks = self._writebacks
+        if (self._process.kill is not None or self._world.faults is not None
+                or (writebacks is not None and writebacks.next_ns is not None
+                    and writebacks.next_ns <= self._clock.now_ns)):
+            return None
+        return self._client.cached_walk(start, components, follow=follow)
+
+    def _answered(self, op: str, shown: str, outcome: str) -> None:
+        """End a call the caches answered: the event and yield ``_run`` gives
+        a call that sent no RPC."""
+        self._process.last_call = (op, shown)
+        self._finish(op, shown, outcome, ())
 
     def _inject(self, rule: object) -> None:
         if rule is None:
@@ -134,8 +156,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             error.simfs_injected = True  # type: ignore[attr-defined]
             raise error
 
-    def _finish(self, op: str, shown: str, outcome: str, record: list[str]) -> None:
-        rpcs = tuple(record)
+    def _finish(self, op: str, shown: str, outcome: str, rpcs: tuple[str, ...]) -> None:
         trace = self._world.trace
         trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
                      outcome, rpcs)
@@ -253,6 +274,16 @@ class Syscalls(FileCalls, DirectoryCalls):
         if isinstance(path, int):
             return self.fstat(path)
         shown, start, components = self._path(path, dir_fd)
+        # A poll's stat: answered from the caches without raising through
+        # the walk, the one ENOENT raised here (issue 16).
+        found = self._cached_walk(start, components, follow_symlinks)
+        if found is nfs.NEGATIVE:
+            self._answered("stat", shown, "ENOENT")
+            raise simulated_oserror(errno.ENOENT, os.fspath(path))
+        if isinstance(found, Attrs) and not self._client.writes_pending(found):
+            result = self._stat(found)
+            self._answered("stat", shown, _describe(result))
+            return result
 
         def effect() -> os.stat_result:
             attrs = self._resolve(start, components, follow=follow_symlinks)
@@ -272,6 +303,11 @@ class Syscalls(FileCalls, DirectoryCalls):
     def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None,
                effective_ids: bool = False, follow_symlinks: bool = True) -> bool:
         shown, start, components = self._path(path, dir_fd)
+        found = self._cached_walk(start, components, follow_symlinks)
+        if found is not None:
+            exists = found is not nfs.NEGATIVE
+            self._answered("access", shown, _describe(exists))
+            return exists
 
         def effect() -> bool:
             try:

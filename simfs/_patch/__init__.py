@@ -3,9 +3,10 @@
 ``install()`` patches, once per interpreter, the attributes user code calls:
 ``os``, ``io.open``/``open``, ``time``, ``threading``, ``queue.SimpleQueue``,
 ``fcntl``, ``random``, ``tempfile`` names, ``socket`` and ``subprocess``
-(refused), and trio.  Each route sends a call made inside a simulated process
-to that process's syscall layer or clock, and any other call to the
-original, so the patches are safe to leave in place.
+(refused), asyncio, and trio once the program imports it.  Each route
+sends a call made inside a simulated process to that process's syscall
+layer or clock, and any other call to the original, so the patches are safe
+to leave in place.
 
 Names bound before installation (``from os import stat``, ``from time import
 sleep``, ``from threading import Lock``), and originals frozen into default
@@ -42,6 +43,7 @@ from . import (
     _users,
 )
 from ._boundary import real_cwd_sentinel
+from ._imports import when_imported
 from ._registry import REPLACEMENTS
 
 __all__ = ["install", "real_cwd_sentinel"]
@@ -67,11 +69,23 @@ def install() -> None:
                        _native, _compat, _logging, _environ, _session, _users, _limits,
                        _audit):
             module.install()
-        from . import _asyncio, _trio
+        from . import _asyncio
 
-        _trio.install()
         _asyncio.install()
+        # trio is routed when the program imports it: importing it here was a
+        # fifth of ``python -m scenarios run handshake``'s start-up (issue 16),
+        # for a program that never uses it.  As before, a program must import
+        # trio before the routes go in (its first spawn or run): trio binds
+        # threading.RLock when imported, and its run loop needs a real one
+        # (trio/_core/_entry_queue.py).
+        when_imported("trio", _route_trio)
     _rebind_aliases()
+
+
+def _route_trio(module: ModuleType) -> None:
+    from . import _trio
+
+    _trio.install()
 
 
 def _rebind_aliases() -> None:

@@ -70,15 +70,29 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
             answer = _proc.answer(process, op, outside)
             if _proc.is_answered(answer):
                 return answer
+        return call(syscalls)(*args, **kwargs)
+
+    return _naming_null_bytes(route, real.__name__) if _OS_NAMES_NULL_BYTES else route
+
+
+def _naming_null_bytes(route: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``route``, its NUL-in-a-path ``ValueError`` worded as Python 3.13's os words it.
+
+    Only there: a handler around every route costs each error raised
+    through it (a poll's ENOENT) a little, for a message older releases
+    never give.
+    """
+
+    def named(*args: Any, **kwargs: Any) -> Any:
         try:
-            return call(syscalls)(*args, **kwargs)
+            return route(*args, **kwargs)
         except ValueError as error:
             # The syscall layer words a NUL in a path as open() does.
-            if _OS_NAMES_NULL_BYTES and str(error) == "embedded null byte":
-                raise ValueError(f"{real.__name__}: embedded null character in path") from None
+            if str(error) == "embedded null byte":
+                raise ValueError(f"{name}: embedded null character in path") from None
             raise
 
-    return route
+    return named
 
 
 def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:

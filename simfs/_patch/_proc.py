@@ -61,28 +61,31 @@ def _is_outside(process: Process, text: str) -> bool:
     return text.startswith("/") and text != export and not text.startswith(export + "/")
 
 
-def _normalized(path: object) -> str | None:
-    """The absolute, normalised path, or None for descriptors and relative paths."""
-    if isinstance(path, int) or not isinstance(path, str | bytes | os.PathLike):
+def _text(path: object) -> str | None:
+    """The path as text, or None for a descriptor or something that is no path."""
+    if isinstance(path, int):
         return None
-    text = os.fspath(path)
-    if isinstance(text, bytes):
-        text = os.fsdecode(text)
-    if not text.startswith("/"):
+    # os.fspath itself tells a path from anything else: a test against the
+    # os.PathLike ABC costs more than the call, on every poll of a Path.
+    try:
+        text = os.fspath(path)  # type: ignore[call-overload]
+    except TypeError:
         return None
-    return posixpath.normpath(text) if "/." in text or "//" in text else text
+    return os.fsdecode(text) if isinstance(text, bytes) else text
 
 
 def outside_export(process: Process, path: object) -> str | None:
     """``path`` normalised if it names something outside the export, else None."""
-    export = process.syscalls.export
-    if (path.__class__ is str and path.startswith(export + "/")
-            and "/." not in path and "//" not in path):
-        return None  # the common case: a normal path inside the export
-    text = _normalized(path)
-    if text is None or not _is_outside(process, text):
+    text = path if path.__class__ is str else _text(path)  # a str: one call fewer per poll
+    if not isinstance(text, str) or not text.startswith("/"):
+        return None  # a descriptor, or relative: the syscall layer resolves it
+    if text.startswith(process.syscalls.export + "/") and "/.." not in text:
+        # The common case: inside the export, and no ".." can climb out of it
+        # (normalising "." and "//" keeps a path under the same prefix).
         return None
-    return text
+    if "/." in text or "//" in text:
+        text = posixpath.normpath(text)
+    return text if _is_outside(process, text) else None
 
 
 def _ancestors(process: Process) -> list[str]:

@@ -2,10 +2,12 @@
 
 import io
 import os
+import subprocess
+import sys
 
 import pytest
 
-from scenarios import SCENARIOS
+from scenarios import SCENARIOS, ScenarioError, _Catalogue
 from scenarios._cli import _check_writable, _parser, _resolve_all, main
 from scenarios._progress import ProgressLine
 from scenarios.handshake import Handshake
@@ -189,3 +191,40 @@ def test_a_waiter_that_gives_up_exits_1_naming_the_process_and_its_host(capsys):
     err = capsys.readouterr().err
     assert "process 'waiter' on host 'consumer' raised TimeoutError" in err
     assert "Traceback" not in err
+
+
+_LOADED_SCENARIOS = ("import sys, scenarios; {action}; print(' '.join(sorted("
+                     "name for name in scenarios.SCENARIOS "
+                     "if 'scenarios.' + name in sys.modules)) or 'none')")
+
+
+@pytest.mark.parametrize("action, loaded", [
+    ("names = list(scenarios.SCENARIOS)", "none"),
+    ("from scenarios._cli import _parser; _parser().parse_args(['run', 'handshake'])", "none"),
+    ("scenarios.get('refit')", "refit"),
+    ("from scenarios._cli import main; main(['params', 'handshake'])", "handshake"),
+])
+def test_a_scenario_module_is_imported_only_when_its_scenario_is_asked_for(action, loaded):
+    # A fresh interpreter: this test session imported every scenario already.
+    code = _LOADED_SCENARIOS.format(action=action)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.split()[-1:] == loaded.split()
+
+
+def test_a_scenario_module_without_the_scenario_of_its_name_is_a_loud_error(tmp_path,
+                                                                             monkeypatch):
+    package = tmp_path / "fake_scenarios"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "handshake.py").write_text(
+        "from scenarios import Scenario\n\n"
+        "class Misnamed(Scenario):\n    name = 'hand-shake'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    catalogue = _Catalogue("fake_scenarios", [str(package)])
+    assert list(catalogue) == ["handshake"] and "handshake" in catalogue
+    with pytest.raises(ScenarioError, match=r"defines no scenario named 'handshake' "
+                                            r"\(it defines 'hand-shake'\)"):
+        catalogue["handshake"]
+    with pytest.raises(KeyError):
+        catalogue["refit"]
