@@ -41,7 +41,8 @@ class DirectoryCalls(PathWalk):
     def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
         raise NotImplementedError
 
-    def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
+    def _parent(self, start: int, components: list[str], root_errno: int,
+                dotdot_errno: int | None = None) -> tuple[int, str]:
         raise NotImplementedError
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
@@ -102,7 +103,7 @@ class DirectoryCalls(PathWalk):
 
         def effect() -> None:
             self._writable_mount()
-            parent, name = self._parent(start, components, errno.EBUSY)
+            parent, name = self._parent(start, components, errno.EBUSY, errno.ENOTEMPTY)
             self._client.rmdir(parent, name)
 
         self._run("rmdir", shown, effect, path)

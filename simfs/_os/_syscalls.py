@@ -76,6 +76,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         self._export = world.export
         self.export = world.export
         self._prefix = world.export + "/"
+        self._mount_parts = [part for part in world.export.split("/") if part]
         # Absolute path as written -> (normalized, components); only absolute
         # str paths are stored, so a hit never depends on the working directory.
         self._resolved: dict[str | bytes, tuple[str, tuple[str, ...]]] = {}
@@ -224,8 +225,11 @@ class Syscalls(FileCalls, DirectoryCalls):
             text = self._group.cwd + "/" + text
         written = text
         text = posixpath.normpath(text)
-        if text == self._export:
-            components: list[str] = []
+        physical = self._physical(written) if "/.." in written else None
+        if physical is not None:
+            components: list[str] = physical
+        elif text == self._export:
+            components = []
         elif text.startswith(self._prefix):
             components = text[len(self._prefix):].split("/")
         else:
@@ -235,12 +239,43 @@ class Syscalls(FileCalls, DirectoryCalls):
             self._resolved[written] = (text, tuple(components))
         return text, self._client.root, components
 
+    def _physical(self, written: str) -> list[str] | None:
+        """The components of a path whose ``..`` climbs below the export.
+
+        Linux climbs from the directory the walk really entered (fs/namei.c
+        ``follow_dotdot``), so after a symbolic link ``link/..`` is the
+        parent of its target, and ``missing/..`` is ENOENT: every name
+        before a ``..`` must exist.  Folding the path lexically would make
+        both the plain parent.  Returns ``[UP_FROM_START, ...]`` with the
+        ``..`` kept, for the general walk; or None where folding is exact: a
+        ``..`` among the machine's own directories above the export (the
+        world has no links there), or one that climbs out of the export,
+        which the caller judges by the folded path as before.
+        """
+        parts = [part for part in written.split("/") if part and part != "."]
+        mount = self._mount_parts
+        if parts[:len(mount)] != mount:
+            return None
+        below = parts[len(mount):]
+        depth = 0
+        for part in below:
+            depth += -1 if part == ".." else 1
+            if depth < 0:
+                return None
+        return [nfs.UP_FROM_START, *below] if ".." in below else None
+
     def _from_cwd(self, text: str, cwd_id: int) -> tuple[str, int, list[str]]:
         """A relative path starts at the working directory's handle, not its
         name: after another host removed it, uses are ESTALE, not ENOENT,
         even if the name exists again (DESIGN §3.5 "Stale handles")."""
         relative = posixpath.normpath(text)
         shown = posixpath.normpath(self._group.cwd + "/" + text)
+        if ".." in text.split("/"):
+            # Walked from the working directory's handle (a removed one is
+            # ESTALE), then down its path again, each name really entered.
+            physical = self._physical(self._group.cwd + "/" + text)
+            if physical is not None:
+                return shown, cwd_id, physical
         if relative == ".":
             return shown, cwd_id, []
         if relative != ".." and not relative.startswith("../"):
@@ -251,10 +286,19 @@ class Syscalls(FileCalls, DirectoryCalls):
             raise self.escape(f"path {shown!r} is outside the export {self._export!r}")
         return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self._prefix):].split("/")]
 
-    def _parent(self, start: int, components: list[str], root_errno: int) -> tuple[int, str]:
-        """(directory, last name) for a call that acts on a name, not through it."""
+    def _parent(self, start: int, components: list[str], root_errno: int,
+                dotdot_errno: int | None = None) -> tuple[int, str]:
+        """(directory, last name) for a call that acts on a name, not through it.
+
+        A path ending in ``..`` names no entry to make or remove: Linux
+        refuses it before any lookup (fs/namei.c, ``last_type`` LAST_DOTDOT):
+        EEXIST for mkdir and link, EBUSY for rename, EISDIR for unlink, and
+        ENOTEMPTY for rmdir (``dotdot_errno`` where it differs from the
+        export root's ``root_errno``).
+        """
         walk = self._parent_walk(start, components, root_errno)
-        assert walk.name is not None  # a normalized path ends in a plain name
+        if walk.name is None:
+            raise simulated_oserror(root_errno if dotdot_errno is None else dotdot_errno)
         return walk.attrs.fileid, walk.name
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
