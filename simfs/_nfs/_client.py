@@ -40,7 +40,7 @@ from typing import Final
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
-from ._dirops import DirectoryOps
+from ._dirops import DirectoryOps, Pin
 from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
 from ._lookup import CREATE as CREATE
 from ._lookup import EXCL as EXCL
@@ -100,7 +100,12 @@ class NfsClient(DirectoryOps, PageCacheOps):
         # use fails at once, without an RPC (``nfs_set_inode_stale``).
         self.stale: set[int] = set()
         self.open_count: dict[int, int] = {}
-        self.silly: dict[int, tuple[int, str]] = {}
+        # The names open files hold (fileid -> one Pin per open): Linux
+        # silly-renames a name whose dentry is in use, not any name of an
+        # open inode (nfs_unlink: d_count(dentry) > 1).
+        self.pins: dict[int, list[Pin]] = {}
+        # fileid -> the .nfs names it was silly-renamed to, still held open.
+        self.silly: dict[int, list[tuple[int, str]]] = {}
         self.silly_counter = 0
         # Symlink file id -> target, read once per link (fs/nfs/symlink.c).
         self.link_targets: dict[int, str] = {}
@@ -258,16 +263,26 @@ class NfsClient(DirectoryOps, PageCacheOps):
     # -- file data (the page cache itself is _pagecache.PageCacheOps) -----------
 
     def open_file(self, attrs: Attrs, *, created: bool, writable: bool = False,
-                  label: str = "") -> None:
-        """Count an open on this host; a file this open created needs no ACCESS."""
+                  label: str = "", dentry: tuple[int, str] | None = None) -> Pin | None:
+        """Count an open on this host; a file this open created needs no ACCESS.
+
+        Returns the pin on ``dentry`` (directory, name), the name the open
+        came through, which ``release`` takes back.
+        """
         if not created:
             self._check_access(attrs)
         fileid = attrs.fileid
         self.open_count[fileid] = self.open_count.get(fileid, 0) + 1
         if writable:
             self.writers[fileid] = self.writers.get(fileid, 0) + 1
-        if not attrs.is_dir:
-            self.file_cache(fileid, label)
+        if attrs.is_dir:
+            return None
+        self.file_cache(fileid, label)
+        if dentry is None:
+            return None
+        pin = Pin(*dentry)
+        self.pins.setdefault(fileid, []).append(pin)
+        return pin
 
     def lose_memory(self) -> None:
         """A crash: the page cache, unflushed writes included, is gone."""

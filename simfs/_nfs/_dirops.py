@@ -21,12 +21,27 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
+class Pin:
+    """The name one open file holds on this host (its dentry's reference).
+
+    It moves with the dentry: a rename or a silly rename on this host
+    carries the open file's name along (``d_move``).
+    """
+
+    __slots__ = ("dir_id", "name")
+
+    def __init__(self, dir_id: int, name: str) -> None:
+        self.dir_id = dir_id
+        self.name = name
+
+
 class DirectoryOps(LookupOps):
     """The namespace-changing half of ``NfsClient``."""
 
     open_count: dict[int, int]
     writers: dict[int, int]
-    silly: dict[int, tuple[int, str]]
+    pins: dict[int, list[Pin]]
+    silly: dict[int, list[tuple[int, str]]]
     silly_counter: int
     link_targets: dict[int, str]
 
@@ -102,8 +117,8 @@ class DirectoryOps(LookupOps):
         if attrs.is_dir:
             raise simulated_oserror(errno.EISDIR)
         fileid = attrs.fileid
-        if self.open_count.get(fileid):
-            if self.silly.get(fileid) == (dir_id, name):
+        if self._held(fileid, dir_id, name):
+            if (dir_id, name) in self.silly.get(fileid, ()):
                 # Already silly-renamed and still open: nfs_sillyrename refuses.
                 raise simulated_oserror(errno.EBUSY)
             self._silly_rename(dir_id, name, fileid)
@@ -120,6 +135,20 @@ class DirectoryOps(LookupOps):
         # name of the same file stats fresh attributes on this host.
         self.invalidate_attrs(fileid)
 
+    def _held(self, fileid: int, dir_id: int, name: str) -> bool:
+        """Whether an open file on this host holds this name of ``fileid``.
+
+        Another name of the same open file is removed at once: its dentry
+        is not in use (nfs_unlink, fs/nfs/dir.c: ``d_count(dentry) > 1``).
+        """
+        return any(pin.dir_id == dir_id and pin.name == name
+                   for pin in self.pins.get(fileid, ()))
+
+    def _move_pins(self, fileid: int, old: tuple[int, str], new: tuple[int, str]) -> None:
+        for pin in self.pins.get(fileid, ()):
+            if (pin.dir_id, pin.name) == old:
+                pin.dir_id, pin.name = new
+
     def _silly_rename(self, dir_id: int, name: str, fileid: int) -> str:
         while True:
             self.silly_counter += 1
@@ -132,7 +161,8 @@ class DirectoryOps(LookupOps):
         self._dir_op((dir_id,), lambda: self.server.rename(dir_id, name, dir_id, silly))
         self._set_dentry(dir_id, name, None)
         self._set_dentry(dir_id, silly, fileid)
-        self.silly[fileid] = (dir_id, silly)
+        self._move_pins(fileid, (dir_id, name), (dir_id, silly))
+        self.silly.setdefault(fileid, []).append((dir_id, silly))
         # nfs_sillyrename marks the renamed inode's attributes invalid
         # (NFS_INO_INVALID_CHANGE | NFS_INO_REVAL_FORCED): the holder's next
         # fstat or read asks the server, and gets ESTALE once another host
@@ -157,7 +187,7 @@ class DirectoryOps(LookupOps):
         source = self.lookup(from_dir, from_name)
         target = self.lookup_if_cached(to_dir, to_name, RENAME_TARGET)
         if (target is not None and target.fileid != source.fileid and not target.is_dir
-                and self.open_count.get(target.fileid)):
+                and self._held(target.fileid, to_dir, to_name)):
             # nfs_rename: a busy target is silly-renamed first, so the open
             # file survives as .nfsXXXX beside the new one (seed 002, #531).
             self._silly_rename(to_dir, to_name, target.fileid)
@@ -166,6 +196,7 @@ class DirectoryOps(LookupOps):
         self._dir_op(dirs, lambda: self.server.rename(from_dir, from_name, to_dir, to_name))
         self._set_dentry(from_dir, from_name, None)
         self._set_dentry(to_dir, to_name, source.fileid)
+        self._move_pins(source.fileid, (from_dir, from_name), (to_dir, to_name))
 
     def link(self, fileid: int, dir_id: int, name: str) -> Attrs:
         if self.lookup_if_cached(dir_id, name, CREATE | EXCL) is not None:
@@ -235,8 +266,8 @@ class DirectoryOps(LookupOps):
         cached.listing_change = attrs.change
         return listing
 
-    def release(self, fileid: int, *, writable: bool = False) -> None:
-        """The last close on this host removes a silly-renamed file."""
+    def release(self, fileid: int, *, writable: bool = False, pin: Pin | None = None) -> None:
+        """A close: the last one holding a silly-renamed name removes it."""
         if writable:
             writers = self.writers.get(fileid, 0) - 1
             if writers > 0:
@@ -246,12 +277,24 @@ class DirectoryOps(LookupOps):
         count = self.open_count.get(fileid, 0) - 1
         if count > 0:
             self.open_count[fileid] = count
+        else:
+            self.open_count.pop(fileid, None)
+        if pin is None:
             return
-        self.open_count.pop(fileid, None)
-        silly = self.silly.pop(fileid, None)
-        if silly is None:
+        pins = self.pins[fileid]
+        pins.remove(pin)
+        if not pins:
+            del self.pins[fileid]
+        held = (pin.dir_id, pin.name)
+        names = self.silly.get(fileid)
+        if names is None or held not in names or self._held(fileid, *held):
             return
-        dir_id, name = silly
+        # The .nfs name's last user is gone: nfs_dentry_iput ->
+        # nfs_complete_unlink removes it, whatever else holds the inode.
+        names.remove(held)
+        if not names:
+            del self.silly[fileid]
+        dir_id, name = held
         self._rpc("REMOVE")
         try:
             self._dir_op((dir_id,), lambda: self.server.remove(dir_id, name))

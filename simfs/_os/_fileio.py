@@ -110,11 +110,14 @@ class FileCalls(PathWalk):
             raise simulated_oserror(errno.ENOTDIR)
         if flags & os.O_TRUNC and writable and not created:
             client.setattr(attrs.fileid, size=0)
-        client.open_file(attrs, created=created, writable=writable, label=shown)
+        dentry = None if not components or walk.name is None else (walk.attrs.fileid, walk.name)
+        pin = client.open_file(attrs, created=created, writable=writable, label=shown,
+                               dentry=dentry)
         open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
                              append=bool(flags & os.O_APPEND),
                              sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
                              is_dir=attrs.is_dir, ofd_id=self._world._next_ofd_id())
+        open_file.pin = pin
         return allocate_fd(self._fds, open_file)
 
     def close(self, fd: int) -> None:
@@ -373,4 +376,4 @@ def release_file(client: NfsClient, open_file: OpenFile) -> None:
         if open_file.writable:
             client.flush(open_file.fileid)
     finally:
-        client.release(open_file.fileid, writable=open_file.writable)
+        client.release(open_file.fileid, writable=open_file.writable, pin=open_file.pin)

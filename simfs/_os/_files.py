@@ -8,9 +8,12 @@ instead of touching whatever real file has that number.
 from __future__ import annotations
 
 import errno
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._errors import simulated_oserror
+
+if TYPE_CHECKING:
+    from .._nfs._dirops import Pin
 
 FD_BASE: Final = 1 << 20
 
@@ -18,8 +21,8 @@ FD_BASE: Final = 1 << 20
 class OpenFile:
     """An open file description: what ``open()`` made and ``dup()`` shares."""
 
-    __slots__ = ("append", "fileid", "is_dir", "ofd_id", "path", "pos", "readable", "refs",
-                 "sync", "writable")
+    __slots__ = ("append", "fileid", "is_dir", "ofd_id", "path", "pin", "pos", "readable",
+                 "refs", "sync", "writable")
 
     def __init__(self, fileid: int, path: str, *, readable: bool, writable: bool,
                  append: bool, sync: bool, is_dir: bool, ofd_id: int) -> None:
@@ -33,6 +36,7 @@ class OpenFile:
         self.pos = 0
         self.refs = 1
         self.ofd_id = ofd_id
+        self.pin: Pin | None = None  # the name this open holds on its host
 
 
 def allocate_fd(table: dict[int, OpenFile], open_file: OpenFile) -> int:

@@ -79,6 +79,22 @@ def unlink_while_open(root: str, relative: str) -> tuple[list[str], bytes, list[
     return during, data, sorted(os.listdir(directory))
 
 
+def unlink_other_name_while_open(root: str, relative: str
+                                 ) -> tuple[list[str], list[str], bytes, list[str]]:
+    """Open f, unlink its second name g, then f itself; read; close."""
+    directory = Path(root) / relative
+    (directory / "f").write_bytes(b"weights")
+    os.link(directory / "f", directory / "g")
+    with open(directory / "f", "rb") as handle:
+        os.unlink(directory / "g")
+        other = sorted(os.listdir(directory))
+        os.unlink(directory / "f")
+        own = sorted(os.listdir(directory))
+        data = handle.read()
+    time.sleep(0.2)  # the async removal after the last close takes a few ms
+    return other, own, data, sorted(os.listdir(directory))
+
+
 def replace_while_open(root: str, relative: str) -> tuple[list[str], bytes, list[str]]:
     directory = Path(root) / relative
     (directory / "metadata.json").write_bytes(b"v1")

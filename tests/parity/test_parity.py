@@ -87,6 +87,17 @@ def test_unlinking_an_open_file_leaves_a_silly_rename_until_the_close(cluster):
     assert data == b"weights" and after == []
 
 
+def test_unlinking_another_name_of_an_open_file_leaves_no_silly_rename(cluster):
+    # Prediction (fs/nfs/dir.c nfs_unlink): only a name whose dentry is in
+    # use is silly-renamed; the open file holds the dentry it came through.
+    base = _setup(cluster, "silly-other-name")
+    other, own, data, after = cluster.run(("a", programs.unlink_other_name_while_open,
+                                           (base,)))[0]
+    assert other == ["f"]
+    assert len(own) == 1 and SILLY.match(own[0]), own
+    assert data == b"weights" and after == []
+
+
 def test_replacing_an_open_file_leaves_a_silly_rename_beside_the_new_one(cluster):
     base = _setup(cluster, "silly-replace")
     during, data, after = cluster.run(("a", programs.replace_while_open, (base,)))[0]

@@ -193,3 +193,67 @@ def test_unlinking_one_of_two_hard_links_shows_one_link_left_on_the_same_host():
 
     world, a, _ = two_hosts()
     assert run_alone(world, a, scenario) == (2, 1)
+
+
+# Silly rename is per name, not per inode: nfs_unlink (fs/nfs/dir.c) renames
+# a name whose dentry is in use (d_count(dentry) > 1), and an open file holds
+# only the dentry it was opened through (d_move carries it along a rename).
+# The parity test of the same name checks the first fact on a real client.
+
+
+def test_unlinking_another_name_of_an_open_file_removes_it_without_a_nfs_entry():
+    def scenario():
+        posix.mkdir("/shared/d")
+        _write("/shared/d/f", b"weights")
+        posix.link("/shared/d/f", "/shared/d/g")
+        fd = posix.open("/shared/d/f", os.O_RDONLY)
+        posix.unlink("/shared/d/g")
+        other = sorted(posix.listdir("/shared/d"))
+        posix.unlink("/shared/d/f")
+        own = posix.listdir("/shared/d")
+        data = posix.read(fd, 100)
+        posix.close(fd)
+        return other, own, data, posix.listdir("/shared/d")
+
+    world, a, _ = two_hosts()
+    other, own, data, after = run_alone(world, a, scenario)
+    assert other == ["f"]
+    assert len(own) == 1 and SILLY.match(own[0])
+    assert data == b"weights" and after == []
+
+
+def test_a_file_renamed_while_open_is_silly_renamed_under_its_new_name():
+    def scenario():
+        posix.mkdir("/shared/d")
+        _write("/shared/d/part", b"blob")
+        fd = posix.open("/shared/d/part", os.O_RDONLY)
+        posix.rename("/shared/d/part", "/shared/d/blob")
+        posix.unlink("/shared/d/blob")
+        during = posix.listdir("/shared/d")
+        posix.close(fd)
+        return during, posix.listdir("/shared/d")
+
+    world, a, _ = two_hosts()
+    during, after = run_alone(world, a, scenario)
+    assert len(during) == 1 and SILLY.match(during[0])
+    assert after == []
+
+
+def test_a_nfs_entry_goes_at_the_last_close_of_its_name_while_another_name_stays_open():
+    def scenario():
+        posix.mkdir("/shared/d")
+        _write("/shared/d/f", b"weights")
+        posix.link("/shared/d/f", "/shared/d/g")
+        through_f = posix.open("/shared/d/f", os.O_RDONLY)
+        through_g = posix.open("/shared/d/g", os.O_RDONLY)
+        posix.unlink("/shared/d/f")
+        posix.close(through_f)
+        after_f_closed = sorted(posix.listdir("/shared/d"))
+        data = posix.read(through_g, 100)
+        posix.close(through_g)
+        return after_f_closed, data
+
+    world, a, _ = two_hosts()
+    after_f_closed, data = run_alone(world, a, scenario)
+    assert after_f_closed == ["g"]
+    assert data == b"weights"
