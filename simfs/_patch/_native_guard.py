@@ -38,8 +38,8 @@ or ``simfs.native_guard(True)``), on Linux x86_64 and aarch64:
 
 Not covered: native *reads* of real files (allowed in BPF, see above), and a
 write made by native code while it holds the GIL (the supervisor is a Python
-thread and would wait for the GIL forever: no CPython path writes files with
-the GIL held, but an extension could).  This is a tripwire for honest code,
+thread and would wait for the GIL forever: none did in the fast tier run
+with the guard on, but an extension could).  This is a tripwire for honest code,
 not a sandbox: with ``CONTINUE`` a racing thread could change the path after
 the check (seccomp_unotify(2)).
 """
@@ -65,6 +65,9 @@ _PR_SET_NO_NEW_PRIVS = 38
 _PR_GET_SECCOMP = 21
 _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
+# A tripwire, not a sandbox: do not make the kernel add speculation barriers
+# (SSBD, IBPB on switch) to the filtered threads, which switch at every baton pass.
+_SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1 << 2
 _RET_ALLOW = 0x7FFF0000
 _RET_USER_NOTIF = 0x7FC00000
 _FLAG_CONTINUE = 1
@@ -352,7 +355,8 @@ def _install_filter(machine: str) -> str | None:
         return f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
     _, seccomp_nr = _ARCHES[machine]
     fd = _libc.syscall(seccomp_nr, _SECCOMP_SET_MODE_FILTER,
-                       _SECCOMP_FILTER_FLAG_NEW_LISTENER, ctypes.byref(prog))
+                       _SECCOMP_FILTER_FLAG_NEW_LISTENER | _SECCOMP_FILTER_FLAG_SPEC_ALLOW,
+                       ctypes.byref(prog))
     if fd < 0:
         code = ctypes.get_errno()
         return (f"seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER) failed with "
