@@ -60,53 +60,13 @@ if TYPE_CHECKING:
 
 import _thread
 
-# -- kernel constants (include/uapi/linux/seccomp.h, filter.h, audit.h, prctl.h) --
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_GET_SECCOMP = 21
-_SECCOMP_SET_MODE_FILTER = 1
-_SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
-# A tripwire, not a sandbox: do not make the kernel add speculation barriers
-# (SSBD, IBPB on switch) to the filtered threads, which switch at every baton pass.
-_SECCOMP_FILTER_FLAG_SPEC_ALLOW = 1 << 2
-_RET_ALLOW = 0x7FFF0000
-_RET_USER_NOTIF = 0x7FC00000
-_FLAG_CONTINUE = 1
-# _IOWR('!', 0, struct seccomp_notif[80]), _IOWR('!', 1, struct seccomp_notif_resp[24]),
-# _IOW('!', 2, __u64): the generic ioctl encoding, the same on x86_64 and aarch64.
-_IOCTL_RECV = 0xC0502100
-_IOCTL_SEND = 0xC0182101
-_IOCTL_ID_VALID = 0x40082102
-# BPF opcodes: ld|w|abs, jmp|jeq|k, jmp|jset|k, ret|k.
-_LD_ABS, _JEQ, _JSET, _RET = 0x20, 0x15, 0x45, 0x06
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+from . import _seccomp as seccomp
+
+# EACCES, not EPERM: what a write into a directory one may not write gives, so
+# native code takes its ordinary error path (as with the sentinel cwd).
 _DENY = errno.EACCES
 
-# name -> (x86_64 number, aarch64 number or None, path argument indexes).
-# aarch64 has only the *at forms (asm-generic/unistd.h).
-_SYSCALLS: dict[str, tuple[int, int | None, tuple[int, ...]]] = {
-    "open": (2, None, (0,)), "openat": (257, 56, (1,)), "openat2": (437, 437, (1,)),
-    "creat": (85, None, (0,)), "mkdir": (83, None, (0,)), "mkdirat": (258, 34, (1,)),
-    "mknod": (133, None, (0,)), "mknodat": (259, 33, (1,)),
-    "unlink": (87, None, (0,)), "unlinkat": (263, 35, (1,)), "rmdir": (84, None, (0,)),
-    "rename": (82, None, (0, 1)), "renameat": (264, 38, (1, 3)),
-    "renameat2": (316, 276, (1, 3)), "link": (86, None, (0, 1)),
-    "linkat": (265, 37, (1, 3)), "symlink": (88, None, (0, 1)),
-    "symlinkat": (266, 36, (0, 2)), "truncate": (76, 45, (0,)),
-    "chmod": (90, None, (0,)), "fchmod": (91, 52, ()), "fchmodat": (268, 53, (1,)),
-    "fchmodat2": (452, 452, (1,)), "chown": (92, None, (0,)), "fchown": (93, 55, ()),
-    "lchown": (94, None, (0,)), "fchownat": (260, 54, (1,)),
-    "utime": (132, None, (0,)), "utimes": (235, None, (0,)),
-    "futimesat": (261, None, (1,)), "utimensat": (280, 88, (1,)),
-    "setxattr": (188, 5, (0,)), "lsetxattr": (189, 6, (0,)),
-    "removexattr": (197, 14, (0,)), "lremovexattr": (198, 15, (0,)),
-}
-# Syscalls whose flags argument the filter checks: a read-only open is allowed in BPF.
-_FLAGS_ARG = {"open": 1, "openat": 2}
-# machine -> (AUDIT_ARCH_*, seccomp(2) number).
-_ARCHES = {"x86_64": (0xC000003E, 317), "aarch64": (0xC00000B7, 277)}
-_GETTID = {"x86_64": 186, "aarch64": 178}
-
-# Audit events for Python-level calls that reach one of the syscalls above,
+# Audit events for Python-level calls that reach a syscall the filter reports,
 # and the indexes of their path arguments.
 _ANNOUNCING = {
     "open": (0,), "os.mkdir": (0,), "os.remove": (0,), "os.rmdir": (0,),
@@ -114,26 +74,6 @@ _ANNOUNCING = {
     "os.chown": (0,), "os.truncate": (0,), "os.utime": (0,), "os.setxattr": (0,),
     "os.removexattr": (0,),
 }
-
-
-class _Notif(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("nr", ctypes.c_int32), ("arch", ctypes.c_uint32),
-                ("ip", ctypes.c_uint64), ("args", ctypes.c_uint64 * 6)]
-
-
-class _Resp(ctypes.Structure):
-    _fields_ = [("id", ctypes.c_uint64), ("val", ctypes.c_int64), ("error", ctypes.c_int32),
-                ("flags", ctypes.c_uint32)]
-
-
-class _Insn(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8),
-                ("k", ctypes.c_uint32)]
-
-
-class _Prog(ctypes.Structure):
-    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_Insn))]
 
 
 class _Guard:
@@ -242,10 +182,10 @@ def _guarded_body(function: Callable[..., object], args: tuple[Any, ...]) -> Non
 def _install() -> str | None:
     global _libc, _gettid_number
     machine = platform.machine()
-    if sys.platform != "linux" or machine not in _ARCHES:
+    if sys.platform != "linux" or machine not in seccomp.ARCHES:
         return (f"seccomp user notification is only wired for Linux x86_64 and aarch64, "
                 f"not {sys.platform} {machine}")
-    _gettid_number = _GETTID[machine]
+    _gettid_number = seccomp.GETTID[machine]
     try:
         _libc = ctypes.CDLL(None, use_errno=True)
     except OSError as error:
@@ -259,14 +199,16 @@ def _install() -> str | None:
         # NEW_LISTENER came in 5.0, SECCOMP_USER_NOTIF_FLAG_CONTINUE in 5.5: without
         # it the supervisor could not let an announced call go on.
         return f"seccomp user notification needs Linux >= 5.5 (this kernel: {release})"
-    if _libc.prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) != 0:
+    if _libc.prctl(seccomp.PR_GET_SECCOMP, 0, 0, 0, 0) != 0:
         return "this thread already runs under a seccomp filter"
     installed: list[str | None] = []
     ready = _thread.allocate_lock()
     ready.acquire()
 
     def spawner() -> None:
-        installed.append(_install_filter(machine))
+        listener, names, why = seccomp.install_filter(_libc, machine)
+        _guard.listener, _guard.names = listener, names
+        installed.append(why)
         if installed[0] is None:
             _guard.guarded.add(_gettid())
         ready.release()
@@ -304,68 +246,6 @@ def _forget_in_child() -> None:
 os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _filter(machine: str) -> list[tuple[int, int, int, int]]:
-    arch, _ = _ARCHES[machine]
-    checked = []  # (number, flags argument or None)
-    for name, (x86, arm, _paths) in _SYSCALLS.items():
-        number = x86 if machine == "x86_64" else arm
-        if number is not None:
-            checked.append((number, _FLAGS_ARG.get(name)))
-            _guard.names[number] = name
-    program: list[tuple[int, int, int, int]] = [
-        (_LD_ABS, 0, 0, 4),                 # arch
-        (_JEQ, 1, 0, arch),
-        (_RET, 0, 0, _RET_ALLOW),           # another ABI (x32/compat): not guarded
-        (_LD_ABS, 0, 0, 0),                 # nr
-    ]
-    # Each syscall: jeq nr -> its block, else on to the next test.
-    blocks: list[list[tuple[int, int, int, int]]] = []
-    for _number, flags_arg in checked:
-        if flags_arg is None:
-            blocks.append([(_RET, 0, 0, _RET_USER_NOTIF)])
-        else:
-            blocks.append([(_LD_ABS, 0, 0, 16 + 8 * flags_arg),
-                           (_JSET, 0, 1, _WRITE_FLAGS),
-                           (_RET, 0, 0, _RET_USER_NOTIF),
-                           (_RET, 0, 0, _RET_ALLOW)])
-    tests = len(checked)
-    offsets = []
-    position = 0
-    for block in blocks:
-        offsets.append(position)
-        position += len(block)
-    for index, (number, _) in enumerate(checked):
-        # From test i, the blocks start after the remaining tests and the final allow.
-        jump = (tests - index - 1) + 1 + offsets[index]
-        program.append((_JEQ, jump, 0, number))
-    program.append((_RET, 0, 0, _RET_ALLOW))
-    for block in blocks:
-        program.extend(block)
-    return program
-
-
-def _install_filter(machine: str) -> str | None:
-    """Install the filter on the calling thread; None, or why it could not be."""
-    program = _filter(machine)
-    if len(program) > 255:
-        return "the filter would not fit BPF's jump range"
-    insns = (_Insn * len(program))(*[_Insn(c, t, f, k) for c, t, f, k in program])
-    prog = _Prog(len(program), insns)
-    if _libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        return f"prctl(PR_SET_NO_NEW_PRIVS) failed: {os.strerror(ctypes.get_errno())}"
-    _, seccomp_nr = _ARCHES[machine]
-    fd = _libc.syscall(seccomp_nr, _SECCOMP_SET_MODE_FILTER,
-                       _SECCOMP_FILTER_FLAG_NEW_LISTENER | _SECCOMP_FILTER_FLAG_SPEC_ALLOW,
-                       ctypes.byref(prog))
-    if fd < 0:
-        code = ctypes.get_errno()
-        return (f"seccomp(SECCOMP_SET_MODE_FILTER, NEW_LISTENER) failed with "
-                f"{errno.errorcode.get(code, code)}: {os.strerror(code)} (user notification "
-                "needs Linux >= 5.5 and a container profile that allows seccomp)")
-    _guard.listener = fd
-    return None
-
-
 def _announce(event: str, args: tuple[Any, ...]) -> None:
     """Audit hook: a Python-level real access allowed on a guarded thread."""
     indexes = _ANNOUNCING.get(event)
@@ -389,38 +269,19 @@ def _announce(event: str, args: tuple[Any, ...]) -> None:
     _guard.tokens[tid] = frozenset(paths)
 
 
-def _read_string(memory: int, address: int) -> bytes:
-    """A NUL-terminated path from the thread's memory, read page by page."""
-    if address == 0:
-        return b""
-    found = b""
-    while len(found) < 4096:  # PATH_MAX
-        size = 4096 - address % 4096  # never across a page the thread may not have
-        try:
-            chunk = os.pread(memory, size, address)
-        except OSError:
-            return found or b"?"
-        end = chunk.find(b"\0")
-        if end >= 0 or not chunk:
-            return found + chunk[:max(end, 0)]
-        found += chunk
-        address += len(chunk)
-    return found
-
-
 def _supervise(guard: _Guard) -> None:
-    notif = _Notif()
-    resp = _Resp()
+    notif = seccomp.Notif()
+    resp = seccomp.Resp()
     while True:
         ctypes.memset(ctypes.byref(notif), 0, ctypes.sizeof(notif))
-        if _libc.ioctl(guard.listener, _IOCTL_RECV, ctypes.byref(notif)) != 0:
+        if _libc.ioctl(guard.listener, seccomp.IOCTL_RECV, ctypes.byref(notif)) != 0:
             if ctypes.get_errno() in (errno.EINTR, errno.ENOENT):
                 continue
             return
         resp.id = notif.id
         resp.val = 0
         resp.error = 0
-        resp.flags = _FLAG_CONTINUE
+        resp.flags = seccomp.FLAG_CONTINUE
         try:
             why = _judge(guard, notif)
         except Exception as error:  # never leave a thread hanging in its syscall
@@ -429,27 +290,27 @@ def _supervise(guard: _Guard) -> None:
             resp.error = -_DENY
             resp.flags = 0
         # ENOENT: the thread was killed meanwhile; nothing is waiting for the answer.
-        _libc.ioctl(guard.listener, _IOCTL_SEND, ctypes.byref(resp))
+        _libc.ioctl(guard.listener, seccomp.IOCTL_SEND, ctypes.byref(resp))
 
 
-def _judge(guard: _Guard, notif: _Notif) -> str | None:
+def _judge(guard: _Guard, notif: seccomp.Notif) -> str | None:
     """None to let the call go on; else record the escape and say what it was."""
     tid = notif.pid
     process = guard.processes.get(tid)
     if process is None:
         return None  # not a simulated process's thread (the spawner's own work)
     name = guard.names.get(notif.nr, str(notif.nr))
-    _, _, path_args = _SYSCALLS.get(name, (0, None, ()))
+    _, _, path_args = seccomp.SYSCALLS.get(name, (0, None, ()))
     memory = os.open(f"/proc/{tid}/mem", os.O_RDONLY)
     try:
-        paths = [_read_string(memory, notif.args[index]) for index in path_args]
+        paths = [seccomp.read_string(memory, notif.args[index]) for index in path_args]
         if name == "openat2":
             how = os.pread(memory, 8, notif.args[2])
-            if not int.from_bytes(how, sys.byteorder) & _WRITE_FLAGS:
+            if not int.from_bytes(how, sys.byteorder) & seccomp.WRITE_FLAGS:
                 return None
     finally:
         os.close(memory)
-    if _libc.ioctl(guard.listener, _IOCTL_ID_VALID, ctypes.byref(ctypes.c_uint64(notif.id))):
+    if _libc.ioctl(guard.listener, seccomp.IOCTL_ID_VALID, ctypes.byref(ctypes.c_uint64(notif.id))):
         return None  # the thread is gone: what was read may be another's memory
     token = guard.tokens.pop(tid, frozenset())
     if token is None or set(paths) & token:
