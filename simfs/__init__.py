@@ -39,6 +39,21 @@ from ._nfs._mount import MountOptions
 from ._nfs._server import Attrs
 from ._world import Host, World
 
+
+def native_guard(enable: bool = False) -> str:
+    """Whether native writes from simulated processes are caught, and if not why.
+
+    Opt-in (also ``SIMFS_NATIVE_GUARD=1``): a seccomp filter on simulated
+    processes' threads refuses a real filesystem change made by native code
+    and fails the run with ``SimulationEscape`` (``simfs/_patch/_native_guard.py``).
+
+    Args:
+        enable: install the guard now, if this machine allows it.
+    """
+    from ._patch import _native_guard
+
+    return _native_guard.enable() if enable else _native_guard.status()
+
 __all__ = [
     "FAULTABLE_OPS",
     "Attrs",
@@ -70,6 +85,7 @@ __all__ = [
     "UnknownKernel",
     "World",
     "current_process",
+    "native_guard",
     "render_html",
 ]
 

@@ -463,7 +463,9 @@ class Scheduler:
             process._baton.release()
         else:
             process.started = True
-            _thread.start_new_thread(self._bootstrap, (process,))
+            from .._patch._native_guard import start_thread  # the seccomp guard, if on
+
+            start_thread(self._bootstrap, (process,))
 
     def _hand_on(self, process: Process | None, caller: Process | None = None) -> None:
         if process is None:
