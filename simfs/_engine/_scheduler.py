@@ -135,7 +135,7 @@ class Process:
     ``current_thread()``.
     """
 
-    __slots__ = ("_baton", "_error", "_joiners", "_value", "_wait_token", "abandoned",
+    __slots__ = ("_baton", "_error", "_joiners", "_strand", "_value", "_wait_token", "abandoned",
                  "daemon", "group", "host", "ident", "kill", "last_call", "name", "native_id",
                  "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
                  "thread", "waiting_on", "woken")
@@ -164,6 +164,8 @@ class Process:
         self.state = NEW
         self._baton = _thread.allocate_lock()
         self._baton.acquire()
+        # The greenlet and saved thread state when a greenlet baton runs it.
+        self._strand: Any = None
         self.started = False
         self._wait_token = 0
         self.woken = False
@@ -348,8 +350,7 @@ class Scheduler:
             f"sleeps and waits) at {self.clock.now:g} virtual s without finishing; a loop "
             f"waits for something that never happens? Still active: {shown}. Pass "
             "run(until=...) to stop at a virtual time, or raise World(max_events=...)")
-        self._hand_on(None, process)
-        process._baton.acquire()
+        self._pass(None, process)
         if process.kill is not None:
             raise process.kill
 
@@ -479,10 +480,23 @@ class Scheduler:
         if following is process:
             process.state = RUNNING
             return
-        self._hand_on(following, process)
-        process._baton.acquire()
+        self._pass(following, process)
         if process.kill is not None:
             raise process.kill
+
+    def _pass(self, following: Process | None, caller: Process) -> None:
+        """Hand the baton to ``following`` (None: the thread that runs the world).
+
+        Returns when ``caller`` holds the baton again.  The switching
+        machinery: an OS thread per process here, greenlets in
+        ``GreenletScheduler``.
+        """
+        self._hand_on(following, caller)
+        caller._baton.acquire()
+
+    def _exit(self, following: Process | None, caller: Process) -> None:
+        """Hand the baton on from a process that has ended, for good."""
+        self._hand_on(following, caller)
 
     def _bootstrap(self, process: Process) -> None:
         _tls.process = process
@@ -508,7 +522,7 @@ class Scheduler:
         for joiner in process._joiners:
             self.wake(joiner)
         process._joiners.clear()
-        self._hand_on(self._pick(on_main=False), process)
+        self._exit(self._pick(on_main=False), process)
 
     # -- called by the thread that runs the world -----------------------------------
 
@@ -565,6 +579,7 @@ class Scheduler:
                 if stuck.last_call is not None:
                     last = f"{stuck.last_call[0]}({stuck.last_call[1]!r})"
             self.broken = BlockedOutsideSimulation(name, host, last, timeout)
+            self._stuck(stuck)
             raise self.broken
 
     def stop_all(self, processes: list[Process]) -> None:
@@ -593,12 +608,15 @@ class Scheduler:
             for process in pending:
                 if process.state == DONE:
                     continue
+                if not self._resumable():
+                    break
                 self._resume(process)
                 if not self._main_baton.acquire(timeout=self.step_timeout):
                     # It ignores the kill (a bare except around a loop) or is
                     # blocked on something real: leave its daemon thread behind.
                     process.abandoned = True
                     process.state = DONE
+                    self._stuck(process)
         for process in pending:
             if process.state != DONE:
                 process.abandoned = True
@@ -606,6 +624,17 @@ class Scheduler:
         self.runnable.clear()
         self.timers.clear()
         self.closing = False
+        self._stopped()
+
+    def _resumable(self) -> bool:
+        """Whether teardown can still resume a process (a greenlet baton may be stuck)."""
+        return True
+
+    def _stuck(self, process: Process | None) -> None:
+        """``process`` kept the baton past ``step_timeout``: its OS thread is lost."""
+
+    def _stopped(self) -> None:
+        """Every process has ended or been abandoned: release what the baton holds."""
 
     def park(self) -> None:
         """Give the baton back while the world is stopping, without unwinding.
@@ -615,6 +644,5 @@ class Scheduler:
         """
         process: Process = _tls.process
         process.state = BLOCKED
-        self._hand_on(None, process)
-        process._baton.acquire()
+        self._pass(None, process)
 
