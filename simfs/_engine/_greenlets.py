@@ -50,7 +50,7 @@ _get_running_loop: Final = events._get_running_loop
 _set_running_loop: Final = events._set_running_loop
 
 # The baton ``World`` uses unless SIMFS_BATON says otherwise.
-DEFAULT_BATON: Final = "thread"
+DEFAULT_BATON: Final = "greenlet"
 BATONS: Final = ("greenlet", "thread")
 
 
@@ -59,7 +59,7 @@ class _Strand:
 
     __slots__ = ("engine", "greenlet", "loop", "slots")
 
-    def __init__(self, engine: _Engine, glet: Any, slots: tuple[int, ...]) -> None:
+    def __init__(self, engine: _Engine, glet: Any, slots: tuple[Any, ...]) -> None:
         self.engine = engine
         self.greenlet = glet
         self.slots = slots
@@ -166,8 +166,10 @@ class GreenletScheduler(Scheduler):
                     engine, greenlet.greenlet(self._bootstrap), slots.fresh)
             self._switch(hub, strand, following)
             ended = self._ended
-            while ended:
-                slots.release(ended.pop().slots)
+            if ended:
+                _set_running_loop(None)  # asyncio's cache onto the hub's own dict
+                while ended:
+                    slots.release(ended.pop().slots)
             following = self._order
         if not engine.lost:  # else run()'s thread stopped waiting for it long ago
             self._main_baton.release()
@@ -180,10 +182,14 @@ class GreenletScheduler(Scheduler):
     def _switch_state(out: _Strand, into: _Strand) -> None:
         slots = out.engine.slots
         assert slots is not None
-        out.loop = _get_running_loop()
+        loop = out.loop = _get_running_loop()
         out.slots = slots.swap(into.slots)
-        # Also moves asyncio's per-thread cache off the dict just swapped out.
-        _set_running_loop(into.loop)
+        if loop is not None or into.loop is not None:
+            # asyncio caches the running loop per OS thread: set it anew.
+            # When neither side runs a loop the cache already says "none";
+            # it may point into a dict swapped out, which _turn moves it off
+            # before that dict is freed.
+            _set_running_loop(into.loop)
 
     # -- the running process ----------------------------------------------------------
 

@@ -1,25 +1,26 @@
-"""Discrete-event scheduling of simulated processes, one OS thread each.
+"""Discrete-event scheduling of simulated processes, and the thread baton.
 
-Why threads with a baton, not greenlets (DESIGN §3.2): every simulated
-process must be able to run ``trio.run``, and trio keeps its run state in a
-``threading.local`` made when trio is imported; two hosts running async code
-would clash on one greenlet thread.  So would every other thread-local made
-before a run (filelock 4.3's ThreadLocalFileContext) and users' own
-``threading.local``s.  The price is the switch, measured for issue 16 on the
-2-CPU CI machine: a baton pass between OS threads costs 11-18 µs with 2
-threads and 23-25 µs with 1,000 (a ring of ``_thread`` locks, no simfs); a
-greenlet switch 0.8-0.9 µs at any count.  It is paid only when a different
-process runs next: a process that is the only runnable one, or that the
-chooser picks again, passes its yield points without any OS switch, and a
-sleep with nothing due before it moves the clock in place.  With many hosts
-polling in step the chooser seldom picks the running process again, so a
-poll costs about two passes where it costs about one with two hosts: that,
-and each pass costing more with more threads, is what grows with the host
+Two batons pass control between simulated processes; a program cannot tell
+them apart and the same seed gives the same trace on both.  The default
+(``_greenlets``) runs every process of a world as a greenlet on one engine
+OS thread and swaps the thread-local interpreter state on each switch
+(``_tstate``).  This module's ``Scheduler`` is the other: one OS thread per
+process, a lock each, selected with ``SIMFS_BATON=thread``.  Measured for
+issue 16 on the 2-CPU CI machine, a pass between OS threads costs 11-18 µs
+with 2 threads and 23-25 µs with 1,000 (a ring of ``_thread`` locks, no
+simfs); a greenlet switch with its thread-state swap about 1 µs at any
 count (``python bench/bench_core.py``, host scaling).
 
-Exactly one thread holds the baton: the running process, or the thread
-that called ``run()``.  A process gives the baton up at every simulated
-syscall and sleep; the scheduler code runs in whichever thread holds it.
+Either way a pass is paid only when a different process runs next: a
+process that is the only runnable one, or that the chooser picks again,
+passes its yield points without any switch, and a sleep with nothing due
+before it moves the clock in place.  With many hosts polling in step the
+chooser seldom picks the running process again, so a poll costs about two
+passes where it costs about one with two hosts.
+
+Exactly one holds the baton: the running process, or the thread that called
+``run()``.  A process gives the baton up at every simulated syscall and
+sleep; the scheduler code runs in whichever process holds it.
 Virtual time moves only when nothing is runnable, straight to the next timer.
 When two or more processes are runnable at one instant the *chooser* picks
 one; it is asked only then, so a Hypothesis choice sequence stays short.

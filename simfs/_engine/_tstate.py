@@ -32,7 +32,7 @@ import _thread
 import ctypes
 import gc
 import sys
-from typing import Final
+from typing import Any, Final
 
 # A thread's state fields are near its start; this bounds the scan.
 _SCAN_BYTES: Final = 1024
@@ -88,17 +88,26 @@ class ThreadStateSlots:
         if reason is not None:
             raise SlotsUnavailable(reason)
         tstate = _api.PyThreadState_Get()
-        offsets = [_offset_of(tstate, _api.PyThreadState_GetDict(), "dict")]
+        self._dict = ctypes.c_ssize_t.from_address(
+            tstate + _offset_of(tstate, _api.PyThreadState_GetDict(), "dict"))
+        # 3.13: the local key and sentinel, read and written as one 16-byte
+        # value (one C-level copy): a collection run between two writes (3.12+
+        # collects at the next bytecode boundary) could otherwise run
+        # finalizers that pair one process's key with another's sentinel, and
+        # a local made then would lose its values when the wrong process ends.
+        self._pair: Any = None
         if sys.version_info >= (3, 13):
-            offsets += self._local_offsets(tstate)
-        self._cells = tuple(ctypes.c_ssize_t.from_address(tstate + offset)
-                            for offset in offsets)
+            key, sentinel = self._local_offsets(tstate)
+            if sentinel != key + _WORD:
+                raise SlotsUnavailable("threading_local_key and threading_local_sentinel "
+                                       "are not adjacent in this thread state")
+            self._pair = (ctypes.c_char * (2 * _WORD)).from_address(tstate + key)
         # What a thread that has not used any of them yet holds: NULLs, each
         # filled lazily by the interpreter on first use.
-        self.fresh: tuple[int, ...] = (0,) * len(offsets)
+        self.fresh: tuple[Any, ...] = (0,) if self._pair is None else (0, bytes(2 * _WORD))
 
     @staticmethod
-    def _local_offsets(tstate: int) -> list[int]:
+    def _local_offsets(tstate: int) -> tuple[int, int]:
         """3.13: ``threading_local_key`` and ``threading_local_sentinel``."""
         probe = _thread._local()
         probe.seen = True  # creates this thread's key and sentinel
@@ -107,24 +116,38 @@ class ThreadStateSlots:
         sentinels = [ref() for item in referents if isinstance(item, set) for ref in item]
         if len(keys) != 1 or len(sentinels) != 1:
             raise SlotsUnavailable("threading.local's per-thread key was not found")
-        return [_offset_of(tstate, id(keys[0]), "threading_local_key"),
-                _offset_of(tstate, id(sentinels[0]), "threading_local_sentinel")]
+        return (_offset_of(tstate, id(keys[0]), "threading_local_key"),
+                _offset_of(tstate, id(sentinels[0]), "threading_local_sentinel"))
 
-    def swap(self, incoming: tuple[int, ...]) -> tuple[int, ...]:
-        """Install ``incoming`` and return what was installed (its references move too)."""
-        cells = self._cells
-        outgoing = tuple([cell.value for cell in cells])
-        for cell, value in zip(cells, incoming, strict=True):
-            cell.value = value
+    def swap(self, incoming: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Install ``incoming`` and return what was installed (its references move too).
+
+        The values are the dict's address and, on 3.13, the key and sentinel
+        addresses as 16 raw bytes.
+        """
+        cell = self._dict
+        pair = self._pair
+        if pair is None:  # 3.11 and 3.12: the dict alone
+            outgoing: tuple[Any, ...] = (cell.value,)
+            cell.value = incoming[0]
+            return outgoing
+        outgoing = (cell.value, pair.raw)
+        cell.value = incoming[0]
+        pair.raw = incoming[1]
         return outgoing
 
     @staticmethod
-    def release(saved: tuple[int, ...]) -> None:
+    def release(saved: tuple[Any, ...]) -> None:
         """Drop the references held by values no thread will install again.
 
         Freeing a process's dict and local key ends its ``threading.local``
         values, as a real thread's exit does.
         """
-        for value in saved:
-            if value:
-                _api.Py_DecRef(value)
+        addresses = [saved[0]]
+        if len(saved) > 1:
+            pair = saved[1]
+            addresses += [int.from_bytes(pair[:_WORD], sys.byteorder),
+                          int.from_bytes(pair[_WORD:], sys.byteorder)]
+        for address in addresses:
+            if address:
+                _api.Py_DecRef(address)
