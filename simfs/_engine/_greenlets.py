@@ -148,7 +148,12 @@ class GreenletScheduler(Scheduler):
 
     def _stopped(self) -> None:
         engine, self._engine = self._engine, None
-        if engine is not None and not engine.lost:
+        # An abandoned process's greenlet stays suspended on its engine; when
+        # its world is collected greenlet would unwind it there, in the middle
+        # of whatever world the engine then serves.  Such an engine is left
+        # parked, as the thread baton leaves an abandoned thread behind.
+        if (engine is not None and not engine.lost
+                and not any(process.abandoned for process in self.processes)):
             engine.job = None
             _idle.append(engine)
 
@@ -197,6 +202,9 @@ class GreenletScheduler(Scheduler):
         strand: _Strand = caller._strand
         engine = strand.engine
         assert engine.hub is not None
+        # The process may run greenlets of its own (SQLAlchemy's asyncio
+        # bridge does): it resumes in the one that gave the baton up.
+        strand.greenlet = greenlet.getcurrent()
         if following is None:
             self.current = None
             self._order = None

@@ -13,6 +13,7 @@ import _thread
 import asyncio
 import sys
 import threading
+import time
 
 import pytest
 import trio
@@ -149,3 +150,23 @@ def test_after_a_process_is_stuck_outside_the_simulation_a_new_world_still_runs(
     fresh.run()
     assert process.result() == (None, "fresh")
     real_lock.release()
+
+
+def _yields_inside_its_own_greenlet(name: str) -> str:
+    import greenlet
+
+    def child() -> str:
+        time.sleep(1)  # the other process runs meanwhile: the baton leaves from here
+        posix.exists("/shared/x")
+        return f"{name} child done"
+
+    return str(greenlet.greenlet(child).switch())
+
+
+def test_a_process_that_runs_its_own_greenlets_can_yield_inside_one(baton: str):
+    world = World(seed=2)
+    a = world.spawn(world.host("a"), _yields_inside_its_own_greenlet, "a")
+    b = world.spawn(world.host("b"), _yields_inside_its_own_greenlet, "b")
+    world.run()
+    assert (a.result(), b.result()) == ("a child done", "b child done")
+    assert world.now == pytest.approx(1)
