@@ -4,7 +4,9 @@ Why: handing the baton between OS threads costs a kernel wake-up whose price
 grows with the number of threads (issue 16, measured on the 2-CPU CI
 machine: a pass between ``_thread`` locks 11-18 µs with 2 threads, 23-25 µs
 with 1,000), and with many hosts polling in step nearly every simulated
-syscall is a pass.  A greenlet switch costs under 1 µs at any count.
+syscall is a pass.  A greenlet switch with the thread-state swap below
+costs about 1 µs at any count (a ring of 2 to 1,000 greenlets, 3.11-3.13).
+``SIMFS_BATON=thread`` selects the thread baton instead.
 
 The thread that calls ``run()`` still only waits, as with the thread baton:
 it hands the baton to one *engine* OS thread and watches it, so a process
@@ -15,7 +17,8 @@ shallow stack depth, so a process started by a deeply nested one does not
 inherit that depth) and hands the baton back to ``run()``'s thread; a
 process that passes the baton to another started process switches to it
 directly.  One greenlet runs at a time on one thread, so one simulated
-process runs at a time.
+process runs at a time.  A program may run greenlets of its own inside a
+process: the process resumes in whichever of them gave the baton up.
 
 Per-thread interpreter state follows each greenlet (``_tstate``): greenlet
 switches frames, ``sys.exc_info()``, contextvars and the recursion depth;
@@ -31,13 +34,14 @@ from __future__ import annotations
 
 import _thread
 import os
-from asyncio import events
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ._clock import VirtualClock
 from ._scheduler import RUNNING, Process, Scheduler
-from ._tstate import SlotsUnavailable, ThreadStateSlots, unsupported_reason
+
+if TYPE_CHECKING:
+    from ._tstate import ThreadStateSlots
 
 greenlet: Any
 try:
@@ -45,9 +49,29 @@ try:
 except ImportError:  # pragma: no cover - greenlet is a dependency
     greenlet = None
 
-# asyncio's running loop, per thread in C (3.11-3.13); see ``_tstate``.
-_get_running_loop: Final = events._get_running_loop
-_set_running_loop: Final = events._set_running_loop
+
+def _no_loop() -> Any:
+    return None
+
+
+def _set_no_loop(loop: Any) -> None:
+    pass
+
+
+# asyncio's running loop, per OS thread in C (3.11-3.13; see ``_tstate``).
+# Bound when the first engine starts, so that ``import simfs`` does not
+# import asyncio (the routes import it when a world first runs).
+_get_running_loop: Callable[[], Any] = _no_loop
+_set_running_loop: Callable[[Any], None] = _set_no_loop
+
+
+def _bind_asyncio() -> None:
+    global _get_running_loop, _set_running_loop
+    from asyncio import events
+
+    _get_running_loop = events._get_running_loop
+    _set_running_loop = events._set_running_loop
+
 
 # The baton ``World`` uses unless SIMFS_BATON says otherwise.
 DEFAULT_BATON: Final = "greenlet"
@@ -93,6 +117,9 @@ _idle: list[_Engine] = []
 
 def _serve(engine: _Engine) -> None:
     """The engine thread: each time it is woken, run its world's turn."""
+    from ._tstate import SlotsUnavailable, ThreadStateSlots
+
+    _bind_asyncio()
     failure: BaseException | None = None
     try:
         engine.slots = ThreadStateSlots()
@@ -254,6 +281,8 @@ def make_scheduler(clock: VirtualClock, choose: Callable[[int], int], *,
     name = baton_from_environment() if baton is None else baton
     if name not in BATONS:
         raise ValueError(f"baton={name!r} names no baton; use one of {', '.join(BATONS)}")
+    from ._tstate import unsupported_reason
+
     if name == "greenlet" and greenlet is not None and unsupported_reason() is None:
         return GreenletScheduler(clock, choose, **kwargs)
     return Scheduler(clock, choose, **kwargs)
