@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import os
 import sys
 import threading
 import time
@@ -170,3 +171,32 @@ def test_a_process_that_runs_its_own_greenlets_can_yield_inside_one(baton: str):
     world.run()
     assert (a.result(), b.result()) == ("a child done", "b child done")
     assert world.now == pytest.approx(1)
+
+
+def test_a_real_thread_calling_a_routed_function_during_a_run_gets_the_real_one(
+        baton: str, tmp_path):  # type: ignore[no-untyped-def]
+    real_file = tmp_path / "real-file"
+    real_file.write_text("on the real disk")
+    go, done = _thread.allocate_lock(), _thread.allocate_lock()
+    go.acquire()
+    done.acquire()
+    seen: list[tuple[bool, int]] = []
+
+    def real_thread() -> None:
+        go.acquire()
+        seen.append((os.path.exists(real_file), threading.get_ident()))
+        done.release()
+
+    ident = _thread.start_new_thread(real_thread, ())
+
+    def simulated() -> bool:
+        posix.exists("/shared/x")
+        go.release()  # the real thread runs while this process holds the baton
+        done.acquire()  # a short real wait, well inside step_timeout
+        return os.path.exists("/shared/x")
+
+    world = World()
+    process = world.spawn(world.host("a"), simulated)
+    world.run()
+    assert process.result() is False
+    assert seen == [(True, ident)]
