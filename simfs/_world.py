@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
-from ._engine._scheduler import Process, ProcessGroup, Scheduler
+from ._engine._greenlets import make_scheduler
+from ._engine._scheduler import Process, ProcessGroup
 from ._engine._trace import Trace
 from ._errors import (
     Deadlock,
@@ -196,9 +197,9 @@ class World:
         self.clock = VirtualClock()
         choose, on_main = _make_chooser(seed, chooser)
         self.processes: list[Process] = []
-        self.scheduler = Scheduler(self.clock, choose, choose_on_main=on_main,
-                                   step_timeout=step_timeout, max_events=max_events,
-                                   processes=self.processes, on_exit=self._on_exit)
+        self.scheduler = make_scheduler(self.clock, choose, choose_on_main=on_main,
+                                        step_timeout=step_timeout, max_events=max_events,
+                                        processes=self.processes, on_exit=self._on_exit)
         self.server_state = Server(self.clock, self.epoch_ns)
         self.server = ServerView(self.server_state, export)
         self.trace = Trace(keep=trace_keep)

@@ -1,25 +1,26 @@
-"""Discrete-event scheduling of simulated processes, one OS thread each.
+"""Discrete-event scheduling of simulated processes, and the thread baton.
 
-Why threads with a baton, not greenlets (DESIGN §3.2): every simulated
-process must be able to run ``trio.run``, and trio keeps its run state in a
-``threading.local`` made when trio is imported; two hosts running async code
-would clash on one greenlet thread.  So would every other thread-local made
-before a run (filelock 4.3's ThreadLocalFileContext) and users' own
-``threading.local``s.  The price is the switch, measured for issue 16 on the
-2-CPU CI machine: a baton pass between OS threads costs 11-18 µs with 2
-threads and 23-25 µs with 1,000 (a ring of ``_thread`` locks, no simfs); a
-greenlet switch 0.8-0.9 µs at any count.  It is paid only when a different
-process runs next: a process that is the only runnable one, or that the
-chooser picks again, passes its yield points without any OS switch, and a
-sleep with nothing due before it moves the clock in place.  With many hosts
-polling in step the chooser seldom picks the running process again, so a
-poll costs about two passes where it costs about one with two hosts: that,
-and each pass costing more with more threads, is what grows with the host
+Two batons pass control between simulated processes; a program cannot tell
+them apart and the same seed gives the same trace on both.  The default
+(``_greenlets``) runs every process of a world as a greenlet on one engine
+OS thread and swaps the thread-local interpreter state on each switch
+(``_tstate``).  This module's ``Scheduler`` is the other: one OS thread per
+process, a lock each, selected with ``SIMFS_BATON=thread``.  Measured for
+issue 16 on the 2-CPU CI machine, a pass between OS threads costs 11-18 µs
+with 2 threads and 23-25 µs with 1,000 (a ring of ``_thread`` locks, no
+simfs); a greenlet switch with its thread-state swap about 1 µs at any
 count (``python bench/bench_core.py``, host scaling).
 
-Exactly one thread holds the baton: the running process, or the thread
-that called ``run()``.  A process gives the baton up at every simulated
-syscall and sleep; the scheduler code runs in whichever thread holds it.
+Either way a pass is paid only when a different process runs next: a
+process that is the only runnable one, or that the chooser picks again,
+passes its yield points without any switch, and a sleep with nothing due
+before it moves the clock in place.  With many hosts polling in step the
+chooser seldom picks the running process again, so a poll costs about two
+passes where it costs about one with two hosts.
+
+Exactly one holds the baton: the running process, or the thread that called
+``run()``.  A process gives the baton up at every simulated syscall and
+sleep; the scheduler code runs in whichever process holds it.
 Virtual time moves only when nothing is runnable, straight to the next timer.
 When two or more processes are runnable at one instant the *chooser* picks
 one; it is asked only then, so a Hypothesis choice sequence stays short.
@@ -135,7 +136,7 @@ class Process:
     ``current_thread()``.
     """
 
-    __slots__ = ("_baton", "_error", "_joiners", "_value", "_wait_token", "abandoned",
+    __slots__ = ("_baton", "_error", "_joiners", "_strand", "_value", "_wait_token", "abandoned",
                  "daemon", "group", "host", "ident", "kill", "last_call", "name", "native_id",
                  "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
                  "thread", "waiting_on", "woken")
@@ -164,6 +165,8 @@ class Process:
         self.state = NEW
         self._baton = _thread.allocate_lock()
         self._baton.acquire()
+        # The greenlet and saved thread state when a greenlet baton runs it.
+        self._strand: Any = None
         self.started = False
         self._wait_token = 0
         self.woken = False
@@ -348,8 +351,7 @@ class Scheduler:
             f"sleeps and waits) at {self.clock.now:g} virtual s without finishing; a loop "
             f"waits for something that never happens? Still active: {shown}. Pass "
             "run(until=...) to stop at a virtual time, or raise World(max_events=...)")
-        self._hand_on(None, process)
-        process._baton.acquire()
+        self._pass(None, process)
         if process.kill is not None:
             raise process.kill
 
@@ -481,10 +483,23 @@ class Scheduler:
         if following is process:
             process.state = RUNNING
             return
-        self._hand_on(following, process)
-        process._baton.acquire()
+        self._pass(following, process)
         if process.kill is not None:
             raise process.kill
+
+    def _pass(self, following: Process | None, caller: Process) -> None:
+        """Hand the baton to ``following`` (None: the thread that runs the world).
+
+        Returns when ``caller`` holds the baton again.  The switching
+        machinery: an OS thread per process here, greenlets in
+        ``GreenletScheduler``.
+        """
+        self._hand_on(following, caller)
+        caller._baton.acquire()
+
+    def _exit(self, following: Process | None, caller: Process) -> None:
+        """Hand the baton on from a process that has ended, for good."""
+        self._hand_on(following, caller)
 
     def _bootstrap(self, process: Process) -> None:
         _tls.process = process
@@ -510,7 +525,7 @@ class Scheduler:
         for joiner in process._joiners:
             self.wake(joiner)
         process._joiners.clear()
-        self._hand_on(self._pick(on_main=False), process)
+        self._exit(self._pick(on_main=False), process)
 
     # -- called by the thread that runs the world -----------------------------------
 
@@ -567,6 +582,7 @@ class Scheduler:
                 if stuck.last_call is not None:
                     last = f"{stuck.last_call[0]}({stuck.last_call[1]!r})"
             self.broken = BlockedOutsideSimulation(name, host, last, timeout)
+            self._stuck(stuck)
             raise self.broken
 
     def stop_all(self, processes: list[Process]) -> None:
@@ -595,12 +611,15 @@ class Scheduler:
             for process in pending:
                 if process.state == DONE:
                     continue
+                if not self._resumable():
+                    break
                 self._resume(process)
                 if not self._main_baton.acquire(timeout=self.step_timeout):
                     # It ignores the kill (a bare except around a loop) or is
                     # blocked on something real: leave its daemon thread behind.
                     process.abandoned = True
                     process.state = DONE
+                    self._stuck(process)
         for process in pending:
             if process.state != DONE:
                 process.abandoned = True
@@ -608,6 +627,17 @@ class Scheduler:
         self.runnable.clear()
         self.timers.clear()
         self.closing = False
+        self._stopped()
+
+    def _resumable(self) -> bool:
+        """Whether teardown can still resume a process (a greenlet baton may be stuck)."""
+        return True
+
+    def _stuck(self, process: Process | None) -> None:
+        """``process`` kept the baton past ``step_timeout``: its OS thread is lost."""
+
+    def _stopped(self) -> None:
+        """Every process has ended or been abandoned: release what the baton holds."""
 
     def park(self) -> None:
         """Give the baton back while the world is stopping, without unwinding.
@@ -617,6 +647,5 @@ class Scheduler:
         """
         process: Process = _tls.process
         process.state = BLOCKED
-        self._hand_on(None, process)
-        process._baton.acquire()
+        self._pass(None, process)
 

@@ -1,0 +1,202 @@
+"""The baton: greenlets on one engine thread by default, an OS thread per process on request.
+
+Whichever baton passes control between simulated processes, a program must
+not tell them apart: the same seed gives the same trace, each process keeps
+its own thread-local state (trio's run context and filelock's lock context
+are ``threading.local``s), asyncio's running loop is per process, and a
+process stuck outside the simulation is still reported.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import os
+import sys
+import threading
+import time
+
+import pytest
+import trio
+
+from simfs import BlockedOutsideSimulation, World, posix
+from simfs._engine._greenlets import GreenletScheduler
+from simfs._engine._scheduler import Scheduler
+from tests.simfs.test_determinism import world_digest
+
+BATONS = ("greenlet", "thread")
+
+# Made outside every world, as trio's GLOBAL_RUN_CONTEXT and filelock's
+# ThreadLocalFileContext are made at import time.
+_shared_local = threading.local()
+
+
+@pytest.fixture(params=BATONS)
+def baton(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("SIMFS_BATON", request.param)
+    return str(request.param)
+
+
+def test_simfs_baton_selects_the_scheduler_a_world_gets(baton: str):
+    expected = GreenletScheduler if baton == "greenlet" else Scheduler
+    assert type(World().scheduler) is expected
+
+
+def test_the_greenlet_baton_is_the_default(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("SIMFS_BATON", raising=False)
+    assert isinstance(World().scheduler, GreenletScheduler)
+
+
+def test_a_baton_name_simfs_does_not_know_is_refused_with_the_names_it_knows(
+        monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("SIMFS_BATON", "fibers")
+    with pytest.raises(ValueError, match=r"'fibers'.*greenlet, thread"):
+        World()
+
+
+def test_both_batons_give_the_same_trace_digest_for_each_seed(monkeypatch: pytest.MonkeyPatch):
+    digests = {}
+    for name in BATONS:
+        monkeypatch.setenv("SIMFS_BATON", name)
+        digests[name] = [world_digest(seed) for seed in range(3)]
+    assert digests["greenlet"] == digests["thread"]
+
+
+def _keeps_its_own_local(name: str) -> tuple[object, object]:
+    before = getattr(_shared_local, "owner", None)
+    _shared_local.owner = name
+    posix.exists("/shared/x")  # a yield point: the other process runs here
+    posix.exists("/shared/y")
+    return before, _shared_local.owner
+
+
+def test_a_threading_local_made_outside_the_world_holds_a_value_per_process(baton: str):
+    _shared_local.owner = "test thread"
+    world = World(seed=3)
+    a = world.spawn(world.host("a"), _keeps_its_own_local, "a")
+    b = world.spawn(world.host("b"), _keeps_its_own_local, "b")
+    world.run()
+    assert a.result() == (None, "a")
+    assert b.result() == (None, "b")
+    assert _shared_local.owner == "test thread"
+
+
+def _trio_and_asyncio(name: str) -> tuple[str, str]:
+    async def trio_main() -> str:
+        await trio.sleep(1)
+        return f"trio {name}"
+
+    async def asyncio_main() -> str:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(1)
+        assert asyncio.get_running_loop() is loop
+        return f"asyncio {name}"
+
+    return trio.run(trio_main), asyncio.run(asyncio_main())
+
+
+def test_trio_and_asyncio_run_in_two_processes_at_once(baton: str):
+    world = World(seed=5)
+    a = world.spawn(world.host("a"), _trio_and_asyncio, "a")
+    b = world.spawn(world.host("b"), _trio_and_asyncio, "b")
+    world.run()
+    assert a.result() == ("trio a", "asyncio a")
+    assert b.result() == ("trio b", "asyncio b")
+    assert world.now == pytest.approx(2)
+
+
+def _recurse(depth: int, at_bottom) -> object:  # type: ignore[no-untyped-def]
+    return at_bottom() if depth == 0 else _recurse(depth - 1, at_bottom)
+
+
+def test_a_thread_started_deep_in_a_recursion_gets_the_whole_recursion_limit(baton: str):
+    # A greenlet started from the starting one would inherit its depth; the
+    # engine's hub starts every process, so each begins near the bottom.
+    limit = sys.getrecursionlimit()
+    results: list[object] = []
+
+    def child() -> None:
+        results.append(_recurse(limit - 150, lambda: "reached"))
+
+    def parent() -> None:
+        def start_and_join() -> None:
+            thread = threading.Thread(target=child)
+            thread.start()
+            thread.join()
+
+        _recurse(limit - 150, start_and_join)
+
+    world = World()
+    process = world.spawn(world.host("a"), parent)
+    world.run()
+    process.result()
+    assert results == ["reached"]
+
+
+def test_after_a_process_is_stuck_outside_the_simulation_a_new_world_still_runs(baton: str):
+    real_lock = _thread.allocate_lock()
+    real_lock.acquire()
+
+    def waits_for_real() -> None:
+        posix.exists("/shared/x")
+        real_lock.acquire()
+
+    stuck = World(step_timeout=0.2)
+    stuck.spawn(stuck.host("h"), waits_for_real)
+    with pytest.raises(BlockedOutsideSimulation):
+        stuck.run()
+    stuck.close()
+    fresh = World(seed=1)
+    process = fresh.spawn(fresh.host("h"), _keeps_its_own_local, "fresh")
+    fresh.run()
+    assert process.result() == (None, "fresh")
+    real_lock.release()
+
+
+def _yields_inside_its_own_greenlet(name: str) -> str:
+    import greenlet
+
+    def child() -> str:
+        time.sleep(1)  # the other process runs meanwhile: the baton leaves from here
+        posix.exists("/shared/x")
+        return f"{name} child done"
+
+    return str(greenlet.greenlet(child).switch())
+
+
+def test_a_process_that_runs_its_own_greenlets_can_yield_inside_one(baton: str):
+    world = World(seed=2)
+    a = world.spawn(world.host("a"), _yields_inside_its_own_greenlet, "a")
+    b = world.spawn(world.host("b"), _yields_inside_its_own_greenlet, "b")
+    world.run()
+    assert (a.result(), b.result()) == ("a child done", "b child done")
+    assert world.now == pytest.approx(1)
+
+
+def test_a_real_thread_calling_a_routed_function_during_a_run_gets_the_real_one(
+        baton: str, tmp_path):  # type: ignore[no-untyped-def]
+    real_file = tmp_path / "real-file"
+    real_file.write_text("on the real disk")
+    go, done = _thread.allocate_lock(), _thread.allocate_lock()
+    go.acquire()
+    done.acquire()
+    seen: list[tuple[bool, int]] = []
+
+    def real_thread() -> None:
+        go.acquire()
+        seen.append((os.path.exists(real_file), threading.get_ident()))
+        done.release()
+
+    ident = _thread.start_new_thread(real_thread, ())
+
+    def simulated() -> bool:
+        posix.exists("/shared/x")
+        go.release()  # the real thread runs while this process holds the baton
+        done.acquire()  # a short real wait, well inside step_timeout
+        return os.path.exists("/shared/x")
+
+    world = World()
+    process = world.spawn(world.host("a"), simulated)
+    world.run()
+    assert process.result() is False
+    assert seen == [(True, ident)]
