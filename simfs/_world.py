@@ -197,6 +197,11 @@ class World:
         self.clock = VirtualClock()
         choose, on_main = _make_chooser(seed, chooser)
         self.processes: list[Process] = []
+        # SIMFS_NATIVE_GUARD=1 must act before the baton is chosen: the guard
+        # filters per OS thread, so its worlds run the thread baton.
+        from ._patch._native_guard import status as native_guard_status
+
+        native_guard_status()
         self.scheduler = make_scheduler(self.clock, choose, choose_on_main=on_main,
                                         step_timeout=step_timeout, max_events=max_events,
                                         processes=self.processes, on_exit=self._on_exit)

@@ -37,6 +37,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from . import _scheduler
 from ._clock import VirtualClock
 from ._scheduler import RUNNING, Process, Scheduler
 
@@ -283,6 +284,10 @@ def make_scheduler(clock: VirtualClock, choose: Callable[[int], int], *,
         raise ValueError(f"baton={name!r} names no baton; use one of {', '.join(BATONS)}")
     from ._tstate import unsupported_reason
 
-    if name == "greenlet" and greenlet is not None and unsupported_reason() is None:
+    # A guard that filters per OS thread (the native-write guard replaces
+    # the thread starter) needs one OS thread per process: the thread baton.
+    guarded = _scheduler.thread_starter is not _thread.start_new_thread
+    if (name == "greenlet" and greenlet is not None and unsupported_reason() is None
+            and not guarded):
         return GreenletScheduler(clock, choose, **kwargs)
     return Scheduler(clock, choose, **kwargs)

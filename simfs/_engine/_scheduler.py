@@ -52,6 +52,12 @@ from ._clock import VirtualClock
 if TYPE_CHECKING:
     from .._os._seam import SyscallSeam
 
+# How the thread baton starts a process's OS thread.  The opt-in native-write
+# guard (simfs/_patch/_native_guard.py) replaces it, so that every process
+# thread inherits its seccomp filter; the engine never imports the routes.
+thread_starter: Callable[[Callable[..., object], tuple[Any, ...]], object] = \
+    _thread.start_new_thread
+
 # Process states.
 NEW: Final = 0
 RUNNABLE: Final = 1
@@ -465,9 +471,7 @@ class Scheduler:
             process._baton.release()
         else:
             process.started = True
-            from .._patch._native_guard import start_thread  # the seccomp guard, if on
-
-            start_thread(self._bootstrap, (process,))
+            thread_starter(self._bootstrap, (process,))
 
     def _hand_on(self, process: Process | None, caller: Process | None = None) -> None:
         if process is None:

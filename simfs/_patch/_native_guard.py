@@ -225,6 +225,9 @@ def _install() -> str | None:
     if installed[0] is not None:
         return installed[0]
     _guard.active = True
+    from .._engine import _scheduler
+
+    _scheduler.thread_starter = start_thread  # and worlds made from now on use threads
     global _hook_added
     if not _hook_added:
         _hook_added = True
