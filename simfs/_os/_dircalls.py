@@ -38,13 +38,6 @@ class DirectoryCalls(PathWalk):
              path2: object = None) -> T:
         raise NotImplementedError
 
-    def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
-        raise NotImplementedError
-
-    def _parent(self, start: int, components: list[str], root_errno: int,
-                dotdot_errno: int | None = None) -> tuple[int, str]:
-        raise NotImplementedError
-
     def _open_target(self, start: int, components: list[str]) -> Attrs:
         raise NotImplementedError
 

@@ -48,13 +48,6 @@ class FileCalls(PathWalk):
              path2: object = None) -> T:
         raise NotImplementedError
 
-    def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
-        raise NotImplementedError
-
-    def _parent(self, start: int, components: list[str], root_errno: int,
-                dotdot_errno: int | None = None) -> tuple[int, str]:
-        raise NotImplementedError
-
     def _set(self, target: Attrs | int, *, link_ok: bool = True, **changes: int) -> None:
         raise NotImplementedError
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .._errors import SimulationEscape
     from .._nfs._client import NfsClient
     from .._nfs._server import Attrs
+    from ._seam import PathArg
 
 MAXSYMLINKS: Final = 40  # include/linux/namei.h: links followed in one resolution
 
@@ -68,6 +69,10 @@ class PathWalk:
     _prefix: str
 
     def escape(self, what: str) -> SimulationEscape:
+        raise NotImplementedError
+
+    def _path(self, path: PathArg, dir_fd: int | None = None) -> tuple[str, int, list[str]]:
+        """(path as shown, start file id, components under it): ``Syscalls._path``."""
         raise NotImplementedError
 
     def _begin(self, start: int, components: list[str]) -> Walk:
@@ -213,6 +218,21 @@ class PathWalk:
         base = walk.base if walk.base is not None else self._cwd_below_export()
         names = [*base, *walk.below, *([walk.name] if walk.name is not None else [])]
         return attrs, "/".join([self._export, *names])
+
+    def _parent(self, start: int, components: list[str], root_errno: int,
+                dotdot_errno: int | None = None) -> tuple[int, str]:
+        """(directory, last name) for a call that acts on a name, not through it.
+
+        A path ending in ``..`` names no entry to make or remove: Linux
+        refuses it before any lookup (fs/namei.c, ``last_type`` LAST_DOTDOT):
+        EEXIST for mkdir and link, EBUSY for rename, EISDIR for unlink, and
+        ENOTEMPTY for rmdir (``dotdot_errno`` where it differs from the
+        export root's ``root_errno``).
+        """
+        walk = self._parent_walk(start, components, root_errno)
+        if walk.name is None:
+            raise simulated_oserror(root_errno if dotdot_errno is None else dotdot_errno)
+        return walk.attrs.fileid, walk.name
 
     def _parent_walk(self, start: int, components: list[str], root_errno: int) -> Walk:
         """A walk stopped before the last name: where a create or remove acts."""

@@ -270,7 +270,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         even if the name exists again (DESIGN §3.5 "Stale handles")."""
         relative = posixpath.normpath(text)
         shown = posixpath.normpath(self._group.cwd + "/" + text)
-        if ".." in text.split("/"):
+        if ".." in text:  # _physical tells a ".." component from a name like "..x"
             # Walked from the working directory's handle (a removed one is
             # ESTALE), then down its path again, each name really entered.
             physical = self._physical(self._group.cwd + "/" + text)
@@ -285,21 +285,6 @@ class Syscalls(FileCalls, DirectoryCalls):
         if not shown.startswith(self._prefix):
             raise self.escape(f"path {shown!r} is outside the export {self._export!r}")
         return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self._prefix):].split("/")]
-
-    def _parent(self, start: int, components: list[str], root_errno: int,
-                dotdot_errno: int | None = None) -> tuple[int, str]:
-        """(directory, last name) for a call that acts on a name, not through it.
-
-        A path ending in ``..`` names no entry to make or remove: Linux
-        refuses it before any lookup (fs/namei.c, ``last_type`` LAST_DOTDOT):
-        EEXIST for mkdir and link, EBUSY for rename, EISDIR for unlink, and
-        ENOTEMPTY for rmdir (``dotdot_errno`` where it differs from the
-        export root's ``root_errno``).
-        """
-        walk = self._parent_walk(start, components, root_errno)
-        if walk.name is None:
-            raise simulated_oserror(root_errno if dotdot_errno is None else dotdot_errno)
-        return walk.attrs.fileid, walk.name
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
         """The object a path names, looked up with an open intent (close-to-open)."""
