@@ -47,3 +47,12 @@ def run_alone(world: World, host: Any, fn: Callable[..., Any], *args: Any) -> An
     process = world.spawn(host, fn, *args)
     world.run()
     return process.result()
+
+
+def errno_of(call: Callable[..., Any], *args: Any) -> int | None:
+    """The errno ``call(*args)`` fails with, or None when it succeeds."""
+    try:
+        call(*args)
+    except OSError as error:
+        return error.errno
+    return None

@@ -14,7 +14,7 @@ Every program below is plain ``os`` code.
 import errno
 import os
 
-from .helpers import two_hosts
+from .helpers import errno_of, run_alone, two_hosts
 
 
 def _layout(world):
@@ -24,20 +24,6 @@ def _layout(world):
     world.server.mkdir("/shared/empty")
     world.server.write_bytes("/shared/x", b"at the export root")
     world.server.write_bytes("/shared/a/x", b"in a")
-
-
-def _run(world, host, fn, *args):
-    process = world.spawn(host, fn, *args)
-    world.run()
-    return process.result()
-
-
-def _errno_of(call, *args):
-    try:
-        call(*args)
-    except OSError as error:
-        return error.errno
-    return None
 
 
 def _read(path):
@@ -53,7 +39,7 @@ def test_dotdot_after_a_symbolic_link_climbs_from_the_links_target():
         os.symlink("a/b", "/shared/link")
         return _read("/shared/link/../x"), sorted(os.listdir("/shared/link/.."))
 
-    assert _run(world, a, program) == (b"in a", ["b", "x"])
+    assert run_alone(world, a, program) == (b"in a", ["b", "x"])
 
 
 def test_a_relative_dotdot_after_a_symbolic_link_climbs_from_the_links_target():
@@ -65,7 +51,7 @@ def test_a_relative_dotdot_after_a_symbolic_link_climbs_from_the_links_target():
         os.chdir("/shared")
         return _read("link/../x")
 
-    assert _run(world, a, program) == b"in a"
+    assert run_alone(world, a, program) == b"in a"
 
 
 def test_a_missing_name_before_dotdot_is_enoent_and_a_file_before_it_enotdir():
@@ -73,10 +59,10 @@ def test_a_missing_name_before_dotdot_is_enoent_and_a_file_before_it_enotdir():
     _layout(world)
 
     def program():
-        return (_errno_of(os.stat, "/shared/missing/../x"),
-                _errno_of(os.stat, "/shared/x/../x"))
+        return (errno_of(os.stat, "/shared/missing/../x"),
+                errno_of(os.stat, "/shared/x/../x"))
 
-    assert _run(world, a, program) == (errno.ENOENT, errno.ENOTDIR)
+    assert run_alone(world, a, program) == (errno.ENOENT, errno.ENOTDIR)
 
 
 def test_rmdir_of_a_path_ending_in_dotdot_is_enotempty_not_a_removal_of_the_parent():
@@ -84,9 +70,9 @@ def test_rmdir_of_a_path_ending_in_dotdot_is_enotempty_not_a_removal_of_the_pare
     _layout(world)
 
     def program():
-        return _errno_of(os.rmdir, "/shared/empty/.."), os.path.isdir("/shared/empty")
+        return errno_of(os.rmdir, "/shared/empty/.."), os.path.isdir("/shared/empty")
 
-    assert _run(world, a, program) == (errno.ENOTEMPTY, True)
+    assert run_alone(world, a, program) == (errno.ENOTEMPTY, True)
 
 
 def test_a_dotdot_without_links_reads_what_the_folded_path_names():
@@ -97,4 +83,4 @@ def test_a_dotdot_without_links_reads_what_the_folded_path_names():
         os.chdir("/shared/a/b")
         return _read("/shared/a/b/../x"), _read("../../x"), _read("../x")
 
-    assert _run(world, a, program) == (b"in a", b"at the export root", b"in a")
+    assert run_alone(world, a, program) == (b"in a", b"at the export root", b"in a")

@@ -26,7 +26,7 @@ import pytest
 
 from simfs import SimulationEscape
 
-from .helpers import POLL, two_hosts
+from .helpers import POLL, errno_of, run_alone, two_hosts
 
 
 def _write(path, data):
@@ -37,20 +37,6 @@ def _write(path, data):
 def _read(path):
     with open(path) as handle:
         return handle.read()
-
-
-def _errno_of(call, *args):
-    try:
-        call(*args)
-    except OSError as error:
-        return error.errno
-    return None
-
-
-def _run(world, host, fn, *args):
-    process = world.spawn(host, fn, *args)
-    world.run()
-    return process.result()
 
 
 def test_a_link_made_on_another_host_stays_hidden_by_a_negative_entry_until_acdirmin():
@@ -91,8 +77,8 @@ def test_another_host_reads_lstats_stats_and_opens_through_a_link():
                 _read("/shared/d/link"), os.path.islink("/shared/d/link"),
                 os.path.islink("/shared/d/file"))
 
-    _run(world, a, make)
-    assert _run(world, b, inspect) == ("file", True, len("file"), True, True, "payload", True,
+    run_alone(world, a, make)
+    assert run_alone(world, b, inspect) == ("file", True, len("file"), True, True, "payload", True,
                                        False)
 
 
@@ -108,7 +94,7 @@ def test_a_relative_target_resolves_against_the_links_directory_not_the_cwd():
         os.chdir("/shared/sub")
         return _read("deeper/link"), os.path.realpath("/shared/sub/deeper/link")
 
-    assert _run(world, a, program) == ("right", "/shared/data/f")
+    assert run_alone(world, a, program) == ("right", "/shared/data/f")
 
 
 def test_links_in_the_middle_of_a_path_are_followed_absolute_ones_from_the_export():
@@ -124,8 +110,8 @@ def test_links_in_the_middle_of_a_path_are_followed_absolute_ones_from_the_expor
         return (_read("/shared/abs/inner/f"), _read("/shared/rel/f"),
                 sorted(os.listdir("/shared/abs")), str(pathlib.Path("/shared/abs/inner").resolve()))
 
-    _run(world, a, make)
-    assert _run(world, b, read) == ("deep", "deep", ["inner"], "/shared/real/inner")
+    run_alone(world, a, make)
+    assert run_alone(world, b, read) == ("deep", "deep", ["inner"], "/shared/real/inner")
 
 
 def test_a_dangling_link_exists_for_lexists_only_and_opening_it_is_enoent():
@@ -134,9 +120,9 @@ def test_a_dangling_link_exists_for_lexists_only_and_opening_it_is_enoent():
     def program():
         os.symlink("missing", "/shared/dangling")
         return (os.path.exists("/shared/dangling"), os.path.lexists("/shared/dangling"),
-                _errno_of(_read, "/shared/dangling"), "dangling" in os.listdir("/shared"))
+                errno_of(_read, "/shared/dangling"), "dangling" in os.listdir("/shared"))
 
-    assert _run(world, a, program) == (False, True, errno.ENOENT, True)
+    assert run_alone(world, a, program) == (False, True, errno.ENOENT, True)
 
 
 def test_open_with_o_creat_through_a_dangling_link_creates_its_target():
@@ -148,7 +134,7 @@ def test_open_with_o_creat_through_a_dangling_link_creates_its_target():
         _write("/shared/link", "via link")
         return _read("/shared/made"), os.path.islink("/shared/link")
 
-    assert _run(world, a, program) == ("via link", True)
+    assert run_alone(world, a, program) == ("via link", True)
 
 
 def test_o_nofollow_on_a_link_and_o_excl_on_a_link_fail_as_on_linux():
@@ -157,10 +143,10 @@ def test_o_nofollow_on_a_link_and_o_excl_on_a_link_fail_as_on_linux():
     def program():
         _write("/shared/f", "x")
         os.symlink("f", "/shared/link")
-        return (_errno_of(os.open, "/shared/link", os.O_RDONLY | os.O_NOFOLLOW),
-                _errno_of(os.open, "/shared/link", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+        return (errno_of(os.open, "/shared/link", os.O_RDONLY | os.O_NOFOLLOW),
+                errno_of(os.open, "/shared/link", os.O_WRONLY | os.O_CREAT | os.O_EXCL))
 
-    assert _run(world, a, program) == (errno.ELOOP, errno.EEXIST)
+    assert run_alone(world, a, program) == (errno.ELOOP, errno.EEXIST)
 
 
 def test_a_cycle_is_eloop_and_forty_links_resolve_but_forty_one_do_not():
@@ -172,10 +158,10 @@ def test_a_cycle_is_eloop_and_forty_links_resolve_but_forty_one_do_not():
         _write("/shared/l0", "end")
         for index in range(1, 42):
             os.symlink(f"l{index - 1}", f"/shared/l{index}")
-        return (_errno_of(os.stat, "/shared/a"), _read("/shared/l40"),
-                _errno_of(os.stat, "/shared/l41"))
+        return (errno_of(os.stat, "/shared/a"), _read("/shared/l40"),
+                errno_of(os.stat, "/shared/l41"))
 
-    assert _run(world, a, program) == (errno.ELOOP, "end", errno.ELOOP)
+    assert run_alone(world, a, program) == (errno.ELOOP, "end", errno.ELOOP)
 
 
 def test_making_a_link_over_an_existing_name_is_eexist():
@@ -183,9 +169,9 @@ def test_making_a_link_over_an_existing_name_is_eexist():
 
     def program():
         _write("/shared/f", "x")
-        return _errno_of(os.symlink, "anything", "/shared/f"), _read("/shared/f")
+        return errno_of(os.symlink, "anything", "/shared/f"), _read("/shared/f")
 
-    assert _run(world, a, program) == (errno.EEXIST, "x")
+    assert run_alone(world, a, program) == (errno.EEXIST, "x")
 
 
 def test_an_absolute_target_outside_the_export_is_a_loud_escape_naming_it():
@@ -223,7 +209,7 @@ def test_unlink_removes_the_link_and_rename_moves_it_leaving_the_target():
         os.unlink("/shared/moved")
         return moved, sorted(os.listdir("/shared")), _read("/shared/f")
 
-    assert _run(world, a, program) == ("f", ["f"], "kept")
+    assert run_alone(world, a, program) == ("f", ["f"], "kept")
 
 
 def test_rmtree_removes_a_link_to_a_directory_without_entering_it():
@@ -242,8 +228,8 @@ def test_rmtree_removes_a_link_to_a_directory_without_entering_it():
         shutil.rmtree("/shared/tree")
         return seen, os.listdir("/shared/keep"), os.path.exists("/shared/tree")
 
-    _run(world, a, make)
-    assert _run(world, b, remove) == (("link", True, True, False), ["precious"], False)
+    run_alone(world, a, make)
+    assert run_alone(world, b, remove) == (("link", True, True, False), ["precious"], False)
 
 
 def test_a_huggingface_style_snapshot_is_read_on_another_host_with_one_readlink():
@@ -262,8 +248,8 @@ def test_a_huggingface_style_snapshot_is_read_on_another_host_with_one_readlink(
         second = _read(f"{repo}/snapshots/rev1/config.json")
         return first, second, str(pathlib.Path(f"{repo}/snapshots/rev1/config.json").readlink())
 
-    _run(world, a, download)
-    assert _run(world, b, load) == ('{"hidden": 64}', '{"hidden": 64}', "../../blobs/0123abcd")
+    run_alone(world, a, download)
+    assert run_alone(world, b, load) == ('{"hidden": 64}', '{"hidden": 64}', "../../blobs/0123abcd")
     opens = [event for event in world.trace.select(host="b") if event.op == "open"]
     # The first open reads the target (READLINK); the second finds it cached.
     assert [event.rpcs.count("READLINK") for event in opens] == [1, 0]
@@ -282,7 +268,7 @@ def test_chdir_through_a_link_makes_getcwd_the_real_directory():
         _write("here", "x")
         return os.getcwd(), os.listdir("/shared/real/dir")
 
-    assert _run(world, a, program) == ("/shared/real/dir", ["here"])
+    assert run_alone(world, a, program) == ("/shared/real/dir", ["here"])
 
 
 def test_a_replaced_link_is_followed_to_its_old_target_until_the_dentry_expires():
@@ -314,7 +300,7 @@ def test_a_replaced_link_is_followed_to_its_old_target_until_the_dentry_expires(
         seen.append(_read("/shared/current"))
         return seen
 
-    _run(world, a, make)
+    run_alone(world, a, make)
     world.spawn(a, replace)
     process = world.spawn(b, reader)
     world.run()
@@ -335,7 +321,7 @@ def test_shutil_copies_a_link_as_a_link_or_as_its_targets_data_as_asked():
         return (os.readlink("/shared/kept/link"), _read("/shared/kept/link"),
                 os.path.islink("/shared/flat"), _read("/shared/flat"))
 
-    assert _run(world, a, program) == ("sub/f", "data", False, "data")
+    assert run_alone(world, a, program) == ("sub/f", "data", False, "data")
 
 
 def test_chmod_of_a_link_itself_is_not_implemented_as_on_linux():
@@ -353,7 +339,7 @@ def test_chmod_of_a_link_itself_is_not_implemented_as_on_linux():
         os.chmod("/shared/link", 0o600)
         return refused, stat.S_IMODE(os.stat("/shared/f").st_mode)
 
-    assert _run(world, a, program) == ("chmod: follow_symlinks unavailable on this platform",
+    assert run_alone(world, a, program) == ("chmod: follow_symlinks unavailable on this platform",
                                        0o600)
 
 
@@ -367,7 +353,7 @@ def test_the_server_view_makes_and_shows_links_without_following_them():
         os.symlink("file", "/shared/second")
         return _read("/shared/file"), _read("/shared/second")
 
-    assert _run(world, a, program) == ("blob", "blob")
+    assert run_alone(world, a, program) == ("blob", "blob")
     assert (world.server.islink("/shared/second"), world.server.readlink("/shared/second"),
             world.server.islink("/shared/blobs/h")) == (True, "file", False)
     assert world.server.stat("/shared/file").size == len("blobs/h")
@@ -385,7 +371,7 @@ def test_a_hosts_belief_about_a_path_through_a_link_is_unknown_never_wrong():
         os.symlink("missing", "/shared/dangling")
         return _read("/shared/link/f"), os.path.lexists("/shared/dangling")
 
-    assert _run(world, a, program) == ("x", True)
+    assert run_alone(world, a, program) == ("x", True)
     through, final = a.belief("/shared/link/f"), a.belief("/shared/dangling")
     assert (through.believes, final.believes) == ("unknown", "unknown")
     assert "/shared/link is a symbolic link" in through.because
@@ -402,6 +388,6 @@ def test_a_target_with_a_trailing_slash_must_be_a_directory():
         _write("/shared/dir/f", "x")
         os.symlink("dir/f/", "/shared/to_file")
         os.symlink("dir/", "/shared/to_dir")
-        return _errno_of(_read, "/shared/to_file"), os.listdir("/shared/to_dir")
+        return errno_of(_read, "/shared/to_file"), os.listdir("/shared/to_dir")
 
-    assert _run(world, a, program) == (errno.ENOTDIR, ["f"])
+    assert run_alone(world, a, program) == (errno.ENOTDIR, ["f"])
