@@ -143,10 +143,9 @@ def enable() -> str:
 def start_thread(function: Callable[..., object], args: tuple[Any, ...]) -> None:
     """Start a simulated process's OS thread, under the guard when it is on.
 
-    The scheduler calls this instead of ``_thread.start_new_thread``.
+    The scheduler calls this instead of ``_thread.start_new_thread`` once the
+    guard is on (``SIMFS_NATIVE_GUARD`` is read when a World is made).
     """
-    if not _guard.active and not _guard.tried and _asked_by_environment():
-        enable()
     if not _guard.active:
         _thread.start_new_thread(function, args)
         return
@@ -241,6 +240,9 @@ def _forget_in_child() -> None:
     global _guard
     listener = _guard.listener
     _guard = _Guard()
+    from .._engine import _scheduler
+
+    _scheduler.thread_starter = _thread.start_new_thread
     if listener >= 0:
         with contextlib.suppress(OSError):
             os.close(listener)
