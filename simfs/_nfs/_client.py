@@ -93,6 +93,8 @@ class NfsClient(DirectoryOps, PageCacheOps):
         # dir fileid -> name -> (fileid or None for a negative entry, verifier)
         self.dentries: dict[int, dict[str, tuple[int | None, int]]] = {}
         self.access: dict[int, int] = {}
+        self.cache_epoch = 0
+        self.walk_memo: dict[tuple[int, tuple[str, ...], bool], tuple[int, int, Attrs | str]] = {}
         self.files: dict[int, FileCache] = {}
         self.writers: dict[int, int] = {}
         self.writeback: Writeback | None = None
@@ -148,6 +150,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
 
     def _update(self, fileid: int, attrs: Attrs, *, own_change: bool = False) -> None:
         """Take fresh attributes (``nfs_update_inode``)."""
+        self.cache_epoch += 1
         now = self.clock.now_ns
         cached = self.attrs.get(fileid)
         low, high = self.options.attr_timeouts_ns(attrs.is_dir)
@@ -184,13 +187,14 @@ class NfsClient(DirectoryOps, PageCacheOps):
             cache.size = attrs.size
 
     def _forget(self, fileid: int) -> None:
+        self.cache_epoch += 1
         self.attrs.pop(fileid, None)
         self.dentries.pop(fileid, None)
         self.files.pop(fileid, None)
 
     def _server_error(self, fileid: int, error: OSError) -> None:
         """An RPC on ``fileid`` failed: forget it, and remember a stale handle."""
-        self._forget(fileid)
+        self._forget(fileid)  # a new cache_epoch
         if error.errno == errno.ESTALE:
             self.stale.add(fileid)
             self.access.pop(fileid, None)
@@ -222,6 +226,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
         """Mark cached attributes invalid: the next use sends a GETATTR."""
         cached = self.attrs.get(fileid)
         if cached is not None:
+            self.cache_epoch += 1
             cached.read_ns = _INVALID_NS
 
     def _cached_size(self, fileid: int) -> int:
@@ -258,6 +263,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
             except OSError as error:
                 self._server_error(fileid, error)
                 raise
+            self.cache_epoch += 1
             self.access[fileid] = attrs.mode
 
     # -- file data (the page cache itself is _pagecache.PageCacheOps) -----------

@@ -30,6 +30,11 @@ class SyscallSeam(Protocol):
         """Where the export is mounted: routes tell the host's own paths by it."""
         ...
 
+    @property
+    def export_prefix(self) -> str:
+        """``export + "/"``: every path under the export starts with it."""
+        ...
+
     def owns_fd(self, fd: int) -> bool:
         """Whether ``fd`` is one of this process's simulated descriptors."""
         ...

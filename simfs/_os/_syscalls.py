@@ -75,7 +75,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         self._group = process.group
         self._export = world.export
         self.export = world.export
-        self._prefix = world.export + "/"
+        self._prefix = self.export_prefix = world.export + "/"
         self._mount_parts = [part for part in world.export.split("/") if part]
         # Absolute path as written -> (normalized, components); only absolute
         # str paths are stored, so a hit never depends on the working directory.
@@ -141,8 +141,12 @@ class Syscalls(FileCalls, DirectoryCalls):
     def _answered(self, op: str, shown: str, outcome: str) -> None:
         """End a call the caches answered: the event and yield ``_run`` gives
         a call that sent no RPC."""
-        self._process.last_call = (op, shown)
-        self._finish(op, shown, outcome, ())
+        process = self._process
+        process.last_call = (op, shown)
+        # _finish for a call with no RPC to wait for, one frame fewer per poll.
+        self._world.trace.record(self._clock.now_ns, self._host.name, process.name, op, shown,
+                                 outcome, ())
+        self._scheduler.yield_running(process)
 
     def _inject(self, rule: object) -> None:
         if rule is None:

@@ -62,9 +62,19 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
         if process is None:
             return real(*args, **kwargs)
         syscalls = process.syscalls
-        if args and isinstance(args[0], int) and not syscalls.owns_fd(args[0]):
-            raise escape(process, f"os.{real.__name__}({args[0]}) on a real file descriptor")
-        outside = _proc.outside_export(process, args[0]) if host_answers and args else None
+        if not args:
+            return call(syscalls)(*args, **kwargs)
+        first = args[0]
+        if first.__class__ is str:
+            # A poll's path: a str under the export with no ".." that could
+            # climb out is the syscall layer's without a look at the host's
+            # own paths (_proc.outside_export's common case, one call fewer).
+            if not host_answers or (first.startswith(syscalls.export_prefix)
+                                    and "/.." not in first):
+                return call(syscalls)(*args, **kwargs)
+        elif isinstance(first, int) and not syscalls.owns_fd(first):
+            raise escape(process, f"os.{real.__name__}({first}) on a real file descriptor")
+        outside = _proc.outside_export(process, first) if host_answers else None
         if outside is not None and kwargs.get("dir_fd") is None:
             op = "lstat" if kwargs.get("follow_symlinks") is False else name
             answer = _proc.answer(process, op, outside)

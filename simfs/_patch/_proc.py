@@ -79,7 +79,7 @@ def outside_export(process: Process, path: object) -> str | None:
     text = path if path.__class__ is str else _text(path)  # a str: one call fewer per poll
     if not isinstance(text, str) or not text.startswith("/"):
         return None  # a descriptor, or relative: the syscall layer resolves it
-    if text.startswith(process.syscalls.export + "/") and "/.." not in text:
+    if text.startswith(process.syscalls.export_prefix) and "/.." not in text:
         # The common case: inside the export, and no ".." can climb out of it
         # (normalising "." and "//" keeps a path under the same prefix).
         return None

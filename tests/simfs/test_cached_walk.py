@@ -153,3 +153,61 @@ def test_a_run_traces_the_same_with_or_without_the_cache_only_walk(mount, seed, 
     monkeypatch.setattr(NfsClient, "cached_walk", lambda *args, **kwargs: None)
     general = _traced_run(mount, seed)
     assert fast == general
+
+
+# -- the remembered walk ------------------------------------------------------------
+#
+# ``cached_walk`` remembers its answer per path until the first attributes it
+# read expire or ``cache_epoch`` moves.  That is only sound if every change to
+# what the walk reads (attributes and their timeouts, directory verifiers,
+# dentries, the access cache) moves the epoch before the next walk.  Walks
+# start syscalls, so the property is "within the syscall"; the test holds the
+# client to more, "before its next RPC or event", so that one change site
+# without its bump fails here even where another site bumps in the same call.
+
+
+def _cache_state(client: NfsClient) -> tuple[object, ...]:
+    """What a cache-only walk reads, by value."""
+    attrs = {fileid: (cached.attrs, cached.read_ns, cached.timeo_ns, cached.verifier)
+             for fileid, cached in client.attrs.items()}
+    dentries = {fileid: dict(entries) for fileid, entries in client.dentries.items()}
+    return attrs, dentries, dict(client.access)
+
+
+@pytest.mark.parametrize("mount", MOUNTS[:4])
+@pytest.mark.parametrize("seed", range(3))
+def test_every_syscall_that_changes_what_a_walk_reads_moves_the_cache_epoch(
+        mount, seed, monkeypatch):
+    world, writer, poller = _world(mount, seed)
+    third = world.host("third", mount=mount)
+    clients = [host.client for host in (writer, poller, third)]
+    seen = {id(client): (client.cache_epoch, _cache_state(client)) for client in clients}
+    checked = {"changes": 0}
+    record = type(world.trace).record
+
+    def check(where: object) -> None:
+        for client in clients:
+            epoch, state = seen[id(client)]
+            now = (client.cache_epoch, _cache_state(client))
+            if now[1] != state:
+                checked["changes"] += 1
+                assert now[0] != epoch, f"caches changed under epoch {epoch}: {where}"
+            seen[id(client)] = now
+
+    def record_and_check(trace: Any, *args: Any, **kwargs: Any) -> None:
+        record(trace, *args, **kwargs)
+        check(args)
+
+    rpc = NfsClient._rpc
+
+    def check_and_rpc(client: NfsClient, name: str) -> None:
+        check(f"before {name}")
+        rpc(client, name)
+
+    monkeypatch.setattr(type(world.trace), "record", record_and_check)
+    monkeypatch.setattr(NfsClient, "_rpc", check_and_rpc)
+    world.spawn(writer, _changer, seed, 60)
+    world.spawn(third, _changer, seed + 7, 60)
+    world.spawn(poller, _poller, seed, 200)
+    world.run()
+    assert checked["changes"] > 100, checked  # the check saw the caches change

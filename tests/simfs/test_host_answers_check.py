@@ -24,6 +24,7 @@ PARTS = ("shared", ".", "..", "", ".hidden", "..x", "proc", "dir")
 
 class _Syscalls:
     export = EXPORT
+    export_prefix = EXPORT + "/"
 
 
 class _Process:
