@@ -65,6 +65,16 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
         if not args:
             return call(syscalls)(*args, **kwargs)
         first = args[0]
+        if first.__class__ is not str and not isinstance(first, (int, bytes)):
+            # A Path: its text read once here, not again in every layer
+            # below (a poll of marker.exists() read it three times).  The
+            # real call names the text, not the Path, in its error too.
+            try:
+                first = os.fspath(first)
+            except TypeError:
+                pass  # no path at all: the syscall layer words the TypeError
+            else:
+                args = (first, *args[1:])
         if first.__class__ is str:
             # A poll's path: a str under the export with no ".." that could
             # climb out is the syscall layer's without a look at the host's
