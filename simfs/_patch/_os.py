@@ -81,7 +81,12 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
             # own paths (_proc.outside_export's common case, one call fewer).
             if not host_answers or (first.startswith(syscalls.export_prefix)
                                     and "/.." not in first):
-                return call(syscalls)(*args, **kwargs)
+                if kwargs or len(args) != 1:
+                    return call(syscalls)(*args, **kwargs)
+                # A plain call, not a ``*args`` one: CPython runs it in the
+                # same C frame, so a process switched out inside it leaves
+                # a smaller C stack for greenlet to copy out and back.
+                return call(syscalls)(first)
         elif isinstance(first, int) and not syscalls.owns_fd(first):
             raise escape(process, f"os.{real.__name__}({first}) on a real file descriptor")
         outside = _proc.outside_export(process, first) if host_answers else None
