@@ -2,6 +2,7 @@
 
 import _thread
 import os
+import random
 
 import pytest
 
@@ -194,3 +195,17 @@ def test_lock_calls_say_which_lock_they_took():
     world.run()
     outcomes = [e.outcome for e in world.trace if e.op in ("flock", "lockf")]
     assert outcomes == ["LOCK_EX|LOCK_NB granted", "LOCK_UN", "LOCK_SH granted"]
+
+
+def test_the_default_schedule_draws_what_randrange_of_the_seeded_generator_draws():
+    # The default chooser inlines randrange(count) for speed (issue 16); the
+    # schedule of a seed, and every digest and replay made before, must not
+    # move with it.
+    from simfs._world import _make_chooser
+
+    for seed in (0, 1, 12345):
+        draw, _ = _make_chooser(seed, None)
+        reference = random.Random(f"simfs-schedule:{seed}")
+        counts = [count for count in range(1, 1100) for _ in range(3)]
+        assert [draw(count) for count in counts] == [reference.randrange(count)
+                                                     for count in counts]
