@@ -1,6 +1,6 @@
 """The core's costs against issue 16's targets, measured side by side in one run.
 
-    python bench/bench_core.py [--quick] [--profile]
+    python bench/bench_core.py [--quick] [--profile] [--instructions]
 
 Prints ratios, never asserts: machine load moves every absolute number, the
 ratios measured in one run move much less.  Sections:
@@ -16,12 +16,18 @@ ratios measured in one run move much less.  Sections:
   the thread baton (an OS thread per process) and the greenlet baton (the
   default: every process a greenlet on one engine thread);
 - memory: peak RSS of a run of about 1M trace events, beside an empty world;
-- with ``--profile``: the top entries of a cProfile of one poller.
+- with ``--profile``: the top entries of a cProfile of one poller;
+- with ``--instructions`` (needs valgrind): instructions per poll at 2, 128
+  and 1,000 hosts, counted by cachegrind as the difference between two runs
+  of different lengths, so start-up cancels out.  Unlike CPU time, the count
+  does not move with the machine's load; where CPU time grows with the host
+  count and the count does not, the growth is memory, not work.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -229,6 +235,49 @@ def memory() -> None:
               f"{(kib - empty_kib) * 1024 / max(events, 1):.0f} B/event)")
 
 
+_INSTRUCTIONS_CHILD = """
+import os, sys, time
+from simfs import World
+hosts, polls = int(sys.argv[1]), int(sys.argv[2])
+def poll():
+    for _ in range(polls):
+        os.path.exists("/shared/dir/marker")
+        time.sleep(0.1)
+w = World(seed=1)
+w.server.mkdir("/shared/dir")
+for i in range(hosts):
+    w.spawn(w.host(f"h{i}"), poll)
+w.run()
+"""
+
+
+def _instructions(hosts: int, polls: int) -> int:
+    """Instructions cachegrind counts for a run of ``polls`` polls on each of ``hosts``."""
+    with tempfile.TemporaryDirectory() as directory:
+        out = os.path.join(directory, "cachegrind.out")
+        subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
+                        f"--cachegrind-out-file={out}", PYTHON, "-c", _INSTRUCTIONS_CHILD,
+                        str(hosts), str(polls)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        summary = next(line for line in open(out) if line.startswith("summary:"))
+    return int(summary.split()[1])
+
+
+def instructions() -> None:
+    """Instructions per poll against the host count (valgrind's cachegrind)."""
+    if shutil.which("valgrind") is None:
+        print("\ninstructions per poll: valgrind is not installed (apt-get install valgrind)")
+        return
+    print("\ninstructions per poll (cachegrind, the difference of two run lengths)")
+    base = None
+    for hosts in (2, 128, 1000):
+        short = max(2000 // hosts, 8)
+        per_poll = ((_instructions(hosts, 2 * short) - _instructions(hosts, short))
+                    / (short * hosts))
+        base = base or per_poll
+        print(f"  {hosts:5d} hosts  {per_poll:9,.0f}  {per_poll / base:5.2f}x")
+
+
 def main() -> None:
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load "
           f"{os.getloadavg()[0]:.1f}{' (quick)' if QUICK else ''}\n")
@@ -239,6 +288,8 @@ def main() -> None:
     memory()
     if "--profile" in sys.argv:
         poll_profile()
+    if "--instructions" in sys.argv:
+        instructions()
 
 
 if __name__ == "__main__":
