@@ -85,7 +85,11 @@ class _Handler(socketserver.StreamRequestHandler):
                 return
             self._run(request)
         except Exception as error:  # report to the coordinator, keep serving
-            _send(self.wfile, {"status": "error", "error": f"{type(error).__name__}: {error}"})
+            try:
+                _send(self.wfile, {"status": "error",
+                                   "error": f"{type(error).__name__}: {error}"})
+            except OSError:
+                pass  # the coordinator is gone: nobody to tell
 
     def _run(self, request: dict[str, Any]) -> None:
         from ._real import _check_options, _child, await_waiting
@@ -106,10 +110,19 @@ class _Handler(socketserver.StreamRequestHandler):
         process = context.Process(target=_child, args=(sender, spec, self.server.root, go))
         process.start()
         sender.close()
-        await_waiting(receiver, process, f"{request['target']} on {self.server.host!r}", 600)
-        _send(self.wfile, {"ready": True})
-        if not _receive(self.rfile).get("go"):
-            process.kill()
+        released = False
+        try:
+            await_waiting(receiver, process, f"{request['target']} on {self.server.host!r}",
+                          600)
+            _send(self.wfile, {"ready": True})
+            released = bool(_receive(self.rfile).get("go"))
+        finally:
+            # No "go" (a cancelled trial), or no coordinator any more (it
+            # died between "ready" and "go"): the child would wait forever.
+            if not released:
+                process.kill()
+                process.join()
+        if not released:
             return
         go.set()
         status, payload = receiver.recv()
