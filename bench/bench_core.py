@@ -259,7 +259,8 @@ def _instructions(hosts: int, polls: int) -> int:
                         f"--cachegrind-out-file={out}", PYTHON, "-c", _INSTRUCTIONS_CHILD,
                         str(hosts), str(polls)],
                        check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        summary = next(line for line in open(out) if line.startswith("summary:"))
+        with open(out, encoding="utf-8") as counts:
+            summary = next(line for line in counts if line.startswith("summary:"))
     return int(summary.split()[1])
 
 
