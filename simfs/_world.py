@@ -232,7 +232,9 @@ class World:
         self._object_serials = itertools.count(1)
         self._names: Counter[str] = Counter()
         self._crashes_scheduled = False
-        self._reported: set[Process] = set()
+        # Processes not yet finished, or finished since the last run() looked:
+        # run() reads these, not every process a long session ever made.
+        self._unsettled: list[Process] = []
         self.random = random.Random(f"simfs-world:{seed}")
         self.tz = check_zone(tz)
         self.env = check_env({} if env is None else env, "World(env=)")
@@ -346,6 +348,7 @@ class World:
                           parent, daemon, native_id)
         process.syscalls = Syscalls(self, host, process)
         self.processes.append(process)
+        self._unsettled.append(process)
         host.processes.append(process)
         group.live_threads.append(process)
         self.scheduler.add(process)
@@ -418,14 +421,16 @@ class World:
     def _new_failures(self) -> list[tuple[str, str, BaseException]]:
         """Processes that raised since the last run(), marked as seen."""
         failures: list[tuple[str, str, BaseException]] = []
-        for process in self.processes:
-            if process in self._reported or not process.done:
+        unsettled = []
+        for process in self._unsettled:
+            if not process.done:
+                unsettled.append(process)
                 continue
             error = process.exception()
             if error is None or isinstance(error, (HostCrashed, ProcessNotFinished)):
                 continue
-            self._reported.add(process)
             failures.append((process.name, process.host.name, error))
+        self._unsettled = unsettled
         return failures
 
     def _finish_quiescent(self) -> None:
@@ -435,7 +440,7 @@ class World:
         abandoned quietly (an idle pool worker); a blocked main function is a
         deadlock.
         """
-        waiting = [p for p in self.processes if p.active]
+        waiting = [p for p in self._unsettled if p.active]
         stuck = [p for p in waiting if p.parent is None]
         descriptions = [p.describe() for p in waiting]
         self._teardown()
@@ -461,7 +466,7 @@ class World:
         self.close()
 
     def _teardown(self) -> None:
-        self.scheduler.stop_all(self.processes)
+        self.scheduler.stop_all(self._unsettled)
 
     # -- faults -----------------------------------------------------------------
 

@@ -180,8 +180,7 @@ class GreenletScheduler(Scheduler):
         # its world is collected greenlet would unwind it there, in the middle
         # of whatever world the engine then serves.  Such an engine is left
         # parked, as the thread baton leaves an abandoned thread behind.
-        if (engine is not None and not engine.lost
-                and not any(process.abandoned for process in self.processes)):
+        if engine is not None and not engine.lost and not self.abandoned_any:
             engine.job = None
             _idle.append(engine)
 

@@ -253,6 +253,9 @@ class Scheduler:
         self._main_baton.acquire()
         self._need_choice = False
         self.closing = False
+        # Whether teardown ever left a process behind (its thread or greenlet
+        # still parked), so that its engine is never reused.
+        self.abandoned_any = False
         self.broken: BaseException | None = None
         self.fatal: BaseException | None = None
         self.on_exit: Callable[[Process], None] = on_exit or (lambda process: None)
@@ -621,12 +624,12 @@ class Scheduler:
                 if not self._main_baton.acquire(timeout=self.step_timeout):
                     # It ignores the kill (a bare except around a loop) or is
                     # blocked on something real: leave its daemon thread behind.
-                    process.abandoned = True
+                    process.abandoned = self.abandoned_any = True
                     process.state = DONE
                     self._stuck(process)
         for process in pending:
             if process.state != DONE:
-                process.abandoned = True
+                process.abandoned = self.abandoned_any = True
                 process.state = DONE
         self.runnable.clear()
         self.timers.clear()
