@@ -35,6 +35,12 @@ Reads of code (imports, ``linecache`` for tracebacks, package data under the
 interpreter's prefixes and ``sys.path``) are allowed: loading a module is not
 the program's I/O.  A relative path is never code (the import system joins
 every path with its directory), so ``io.FileIO("cfg.json")`` is refused.
+What the import system itself does is allowed wherever it does it: it lists
+a package's directory and writes its ``__pycache__`` even in the working
+directory, whose other files are the program's input (a program that
+imported its own ``mypkg.sub`` for the first time inside a process was
+refused for the listing).  The module's own code, run by the import, is the
+program's and is checked as ever.
 """
 
 from __future__ import annotations
@@ -54,6 +60,10 @@ _NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes
 _CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _IN_MEMORY = (":memory:", "file::memory:")
+# Where the import system's own frames come from (find_spec's directory
+# listings, get_data's reads, the bytecode cache's mkdir and atomic writes).
+_IMPORT_SYSTEM = frozenset({"<frozen importlib._bootstrap>",
+                            "<frozen importlib._bootstrap_external>"})
 
 # Real descriptors the mmap route maps on purpose (memfd copies of simulated files).
 BRIDGED_FDS: set[int] = set()
@@ -116,6 +126,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if why is not None:
             raise escape(process, why)
         return
+    if sys._getframe(1).f_code.co_filename in _IMPORT_SYSTEM:
+        return  # the import system's own call: the frame that made it is importlib's
     path = args[0] if args else None
     if event == "open":
         if isinstance(path, int):

@@ -221,3 +221,55 @@ def test_an_empty_sys_path_entry_still_finds_the_programs_modules_during_a_run(
     assert p.result() == 42
     assert sys.path[0] == ""
     sys.modules.pop("simfs_probe_helper", None)
+
+
+# -- the import system is not the program -----------------------------------------------
+
+_LAZY_IMPORT = """
+import sys
+from simfs import World, SimulationEscape
+import mypkg
+
+def lazy(name):
+    module = __import__(f"mypkg.{name}", fromlist=["VALUE"])
+    return module.VALUE
+
+w = World(seed=1)
+h = w.host("h")
+ok = w.spawn(h, lazy, "sub")
+w.run()
+print("imported", ok.result())
+w.spawn(h, lazy, "peeks")
+try:
+    w.run()
+except SimulationEscape as error:
+    print("refused", error)
+"""
+
+
+def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process(tmp_path):
+    # The project under test lives in the working directory, whose data
+    # files the audit hook treats as the program's input.  The import system
+    # lists mypkg/ and writes mypkg/__pycache__ there; that is Python
+    # loading code, not the program's I/O, and was refused as an escape.
+    # A module's own code run by the import is still the program's: a real
+    # listing at its top level is refused.
+    import subprocess
+
+    package = tmp_path / "mypkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "sub.py").write_text("VALUE = 42\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (package / "peeks.py").write_text(f"import posix\nposix.listdir({str(data)!r})\n"
+                                      "VALUE = 0\n")
+    environment = {key: value for key, value in os.environ.items()
+                   if key != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([sys.executable, "-c", _LAZY_IMPORT], cwd=tmp_path, env=environment,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0] == "imported 42"
+    assert lines[1].startswith("refused") and f"os.listdir({str(data)!r})" in lines[1]
+    assert any(path.name.startswith("sub.") for path in (package / "__pycache__").iterdir())
