@@ -50,6 +50,13 @@ _Event = tuple[int, str, str, str, str, str, tuple[str, ...]]
 _FOLD_EVERY = 4096
 
 
+# How canonical lines become the digest's bytes: a file name need not be
+# UTF-8 (Linux and NFS allow any bytes), and a bytes path is shown decoded
+# with surrogateescape, as os.fsdecode does; encoding the same way gives
+# back its bytes.  Every other text encodes as plain UTF-8.
+_ENCODING = ("utf-8", "surrogateescape")
+
+
 def _canonical_line(event: _Event) -> str:
     t, host, process, op, path, outcome, rpcs = event
     return f"{t}|{host}|{process}|{op}|{path}|{outcome}|{','.join(rpcs)}\n"
@@ -89,7 +96,7 @@ class Trace:
         # (and joining an empty tuple is cheaper than testing for one).
         self._hash.update("".join([
             f"{t}|{host}|{process}|{op}|{path}|{outcome}|{','.join(rpcs)}\n"
-            for t, host, process, op, path, outcome, rpcs in pending]).encode())
+            for t, host, process, op, path, outcome, rpcs in pending]).encode(*_ENCODING))
         self._folded += len(pending)
         self._kept.extend(pending)
         pending.clear()
@@ -137,7 +144,7 @@ class Trace:
     def digest(self) -> str:
         """sha256 over every event's canonical line: equal runs have equal digests."""
         running = self._hash.copy()
-        running.update("".join(map(_canonical_line, self._pending)).encode())
+        running.update("".join(map(_canonical_line, self._pending)).encode(*_ENCODING))
         return running.hexdigest()
 
     def format(self, limit: int | None = None) -> str:

@@ -67,3 +67,24 @@ def test_a_digest_read_mid_run_does_not_change_the_final_one():
 def test_a_bad_trace_keep_is_named(keep):
     with pytest.raises(ValueError, match="trace keep must be None or an int >= 0"):
         World(trace_keep=keep)
+
+
+def _byte_names(name: bytes) -> World:
+    world = World(seed=1)
+
+    def create() -> None:
+        for _ in range(5_000):  # past a fold batch too
+            os.close(os.open(b"/shared/" + name, os.O_CREAT | os.O_WRONLY, 0o644))
+
+    world.spawn(world.host("h"), create)
+    world.run()
+    return world
+
+
+def test_a_file_name_that_is_not_utf8_is_traced_and_digested():
+    # Linux and NFS allow any bytes in a name; a bytes path shows decoded with
+    # surrogateescape (os.fsdecode), and digesting it raised UnicodeEncodeError.
+    world = _byte_names(b"\xff")
+    assert "/shared/\udcff" in [event.path for event in world.trace]
+    assert world.trace.digest() == _byte_names(b"\xff").trace.digest()
+    assert world.trace.digest() != _byte_names(b"\xfe").trace.digest()
