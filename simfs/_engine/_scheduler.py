@@ -292,7 +292,7 @@ class Scheduler:
         self._dispatch(process)
 
     def sleep_until(self, when_ns: int) -> None:
-        self._sleep_until(self.checkpoint(), when_ns)
+        self.sleep_until_running(self.checkpoint(), when_ns)
 
     def sleep(self, seconds_ns: int) -> None:
         self.sleep_running(self.checkpoint(), seconds_ns)
@@ -301,9 +301,11 @@ class Scheduler:
         """``sleep`` for the running process the caller already holds."""
         if process.kill is not None:
             raise process.kill
-        self._sleep_until(process, self.clock.now_ns + seconds_ns)
+        self.sleep_until_running(process, self.clock.now_ns + seconds_ns)
 
-    def _sleep_until(self, process: Process, when_ns: int) -> None:
+    def sleep_until_running(self, process: Process, when_ns: int) -> None:
+        """``sleep_until`` for the running process the caller already holds,
+        having honoured its kill (a poll's sleep calls this directly)."""
         self.progress += 1
         if self.progress > self.max_events:
             self._stop_runaway(process)
