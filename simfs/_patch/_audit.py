@@ -57,6 +57,9 @@ _WRITES = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.link"
                      "os.chmod", "os.chown", "os.truncate", "os.utime", "os.chdir"})
 _NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes.dlsym",
                      "ctypes.call_function"})
+# A fork inside the world, however os.fork was reached (a name bound before
+# the routes, a saved reference): refused before the fork happens.
+_FORKS = frozenset({"os.fork", "os.forkpty"})
 _CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _IN_MEMORY = (":memory:", "file::memory:")
@@ -116,11 +119,14 @@ def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event != "open" and event not in _READS and event not in _WRITES \
-            and event not in _NATIVE:
+            and event not in _NATIVE and event not in _FORKS:
         return
     process = current_process()
     if process is None:
         return
+    if event in _FORKS:
+        raise escape(process, f"{event}() is not simulated: simulated processes are "
+                              "spawned by World.spawn, not by the program itself")
     if event in _NATIVE:
         why = _native_refusal(event, args)
         if why is not None:

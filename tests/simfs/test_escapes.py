@@ -273,3 +273,42 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
     assert lines[0] == "imported 42"
     assert lines[1].startswith("refused") and f"os.listdir({str(data)!r})" in lines[1]
     assert any(path.name.startswith("sub.") for path in (package / "__pycache__").iterdir())
+
+
+# -- fork ------------------------------------------------------------------------------
+
+
+def test_a_fork_inside_the_world_is_refused_however_os_fork_was_reached():
+    import posix
+
+    saved_before_the_routes = posix.fork  # as `from os import fork` would hold it
+    for fork in (os.fork, saved_before_the_routes):
+        error = _run_refused(fork)
+        assert "os.fork() is not simulated" in str(error)
+
+
+def test_a_fork_outside_the_world_is_the_programs_own_call(recwarn):
+    # simfs refuses a fork inside the world from its audit hook, so os.fork
+    # stays the interpreter's own function: Python 3.12's warning about
+    # forking a threaded process names this file, not a simfs route.
+    import posix
+    import threading
+
+    world = World(seed=1)
+    world.spawn(world.host("h"), lambda: None)
+    world.run()  # the routes are in place
+    assert os.fork is posix.fork
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0)
+        os.waitpid(pid, 0)
+    finally:
+        release.set()
+        other.join()
+    for warning in recwarn.list:
+        if "fork()" in str(warning.message):
+            assert warning.filename == __file__
