@@ -294,28 +294,18 @@ class LookupOps:
         attrs = cached.attrs
         last = len(components) - 1
         access = self.access
-        all_attrs = self.attrs
-        dentries = self.dentries
-        lookupcache = self.options.lookupcache
-        # ``verdict`` inlined for a walk without intent, and ``kind`` compared
-        # in place of the is_dir/is_link properties: a call per step is a
-        # tenth of a poll.
+        # ``kind`` compared in place of the is_dir/is_link properties: a
+        # property call per step.  A poll whose answer is remembered skips
+        # this loop altogether.
         for index, name in enumerate(components):
-            fileid = attrs.fileid
-            if attrs.kind != DIR or access.get(fileid) != attrs.mode:
+            if attrs.kind != DIR or access.get(attrs.fileid) != attrs.mode:
                 return None, 0  # ENOTDIR, or _check_access would send an ACCESS
-            entries = dentries.get(fileid)
-            dentry = None if entries is None else entries.get(name)
-            if dentry is None or lookupcache == "none":
-                return None, 0  # UNCACHED or NO_CACHE: a LOOKUP
-            child, verifier = dentry
-            if child is None and lookupcache != "all":
-                return None, 0  # NO_NEGATIVE: a LOOKUP
-            if cached.verifier != verifier:
-                return None, 0  # UNVERIFIED (``cached``, the directory's, is fresh)
-            if child is None:
+            verdict = self.verdict(attrs.fileid, name)
+            if verdict is NEGATIVE:
                 return NEGATIVE, expires_ns
-            cached = all_attrs.get(child)
+            if verdict.__class__ is not int:
+                return None, 0  # a LOOKUP or a revalidating GETATTR
+            cached = self.attrs.get(verdict)
             if cached is None or now - cached.read_ns >= cached.timeo_ns:
                 return None, 0
             expires_ns = min(expires_ns, cached.read_ns + cached.timeo_ns)

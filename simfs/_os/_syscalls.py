@@ -141,12 +141,8 @@ class Syscalls(FileCalls, DirectoryCalls):
     def _answered(self, op: str, shown: str, outcome: str) -> None:
         """End a call the caches answered: the event and yield ``_run`` gives
         a call that sent no RPC."""
-        process = self._process
-        process.last_call = (op, shown)
-        # _finish for a call with no RPC to wait for, one frame fewer per poll.
-        self._world.trace.record(self._clock.now_ns, self._host.name, process.name, op, shown,
-                                 outcome, ())
-        self._scheduler.yield_running(process)
+        self._process.last_call = (op, shown)
+        self._finish(op, shown, outcome, ())
 
     def _inject(self, rule: object) -> None:
         if rule is None:
@@ -309,15 +305,8 @@ class Syscalls(FileCalls, DirectoryCalls):
             return self.fstat(path)
         shown, start, components = self._path(path, dir_fd)
         # A poll's stat: answered from the caches without raising through
-        # the walk, the one ENOENT raised here (issue 16).  _cached_walk,
-        # inlined: a call is a fiftieth of a poll.
-        writebacks = self._writebacks
-        if (self._process.kill is None and self._world.faults is None
-                and (writebacks is None or writebacks.next_ns is None
-                     or writebacks.next_ns > self._clock.now_ns)):
-            found = self._client.cached_walk(start, components, follow=follow_symlinks)
-        else:
-            found = None
+        # the walk, the one ENOENT raised here (issue 16).
+        found = self._cached_walk(start, components, follow_symlinks)
         if found is nfs.NEGATIVE:
             self._answered("stat", shown, "ENOENT")
             raise simulated_oserror(errno.ENOENT, os.fspath(path))
