@@ -66,7 +66,7 @@ class PathWalk:
     _client: NfsClient
     _group: ProcessGroup
     _export: str
-    _prefix: str
+    export_prefix: str
 
     def escape(self, what: str) -> SimulationEscape:
         raise NotImplementedError
@@ -155,9 +155,9 @@ class PathWalk:
         cwd = self._group.cwd
         if cwd == self._export:
             return []
-        if not cwd.startswith(self._prefix):
+        if not cwd.startswith(self.export_prefix):
             raise self.escape(f"working directory {cwd!r} is outside the export")
-        return cwd[len(self._prefix):].split("/")
+        return cwd[len(self.export_prefix):].split("/")
 
     def _last(self, walk: Walk, *, follow: bool, intent: int) -> Attrs:
         """Look the last component up, following a final link if ``follow``."""

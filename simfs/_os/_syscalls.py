@@ -75,7 +75,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         self._group = process.group
         self._export = world.export
         self.export = world.export
-        self._prefix = self.export_prefix = world.export + "/"
+        self.export_prefix = world.export + "/"
         self._mount_parts = [part for part in world.export.split("/") if part]
         # Absolute path as written -> (normalized, components); only absolute
         # str paths are stored, so a hit never depends on the working directory.
@@ -231,8 +231,8 @@ class Syscalls(FileCalls, DirectoryCalls):
             components: list[str] = physical
         elif text == self._export:
             components = []
-        elif text.startswith(self._prefix):
-            components = text[len(self._prefix):].split("/")
+        elif text.startswith(self.export_prefix):
+            components = text[len(self.export_prefix):].split("/")
         else:
             raise self.escape(f"path {text!r} is outside the export {self._export!r}")
         if dir_fd is None and written.startswith("/") and len(self._resolved) < 4096:
@@ -283,9 +283,9 @@ class Syscalls(FileCalls, DirectoryCalls):
             return shown, cwd_id, relative.split("/")
         if shown == self._export:
             return shown, cwd_id, [nfs.UP_FROM_START]
-        if not shown.startswith(self._prefix):
+        if not shown.startswith(self.export_prefix):
             raise self.escape(f"path {shown!r} is outside the export {self._export!r}")
-        return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self._prefix):].split("/")]
+        return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self.export_prefix):].split("/")]
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
         """The object a path names, looked up with an open intent (close-to-open)."""

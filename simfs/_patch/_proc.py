@@ -57,8 +57,9 @@ def _stat(mode: int, dev: int, ino: int, size: int = 0, nlink: int = 1) -> os.st
 
 
 def _is_outside(process: Process, text: str) -> bool:
-    export = process.syscalls.export
-    return text.startswith("/") and text != export and not text.startswith(export + "/")
+    syscalls = process.syscalls
+    return (text.startswith("/") and text != syscalls.export
+            and not text.startswith(syscalls.export_prefix))
 
 
 def _text(path: object) -> str | None:
