@@ -219,13 +219,7 @@ class ProcessEnvironment:
 
 
 def environment_of(process: Process) -> ProcessEnvironment:
-    """The environment of ``process``'s OS process (made on first use if spawn made none)."""
+    """The environment of ``process``'s OS process (``World.spawn`` made it)."""
     from ._world import host_of
 
-    host = host_of(process)
-    world = host.world
-    found = world.environments.get(process.group.pid)
-    if found is None:
-        found = world.environments[process.group.pid] = ProcessEnvironment(
-            world.environment(host))
-    return found
+    return host_of(process).world.environments[process.group.pid]

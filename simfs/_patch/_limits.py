@@ -76,13 +76,16 @@ DEFAULT_LIMITS: dict[str, tuple[int, int]] = {
 }
 
 
-def _defaults() -> dict[int, tuple[int, int]]:
-    return {getattr(resource, name): limits for name, limits in DEFAULT_LIMITS.items()
-            if hasattr(resource, name)}
-
-
-def _names() -> dict[int, str]:
-    return {getattr(resource, name): name for name in DEFAULT_LIMITS if hasattr(resource, name)}
+# The same by this platform's resource numbers, and their names back.
+_DEFAULTS: dict[int, tuple[int, int]] = {
+    getattr(resource, name): limits for name, limits in DEFAULT_LIMITS.items()
+    if hasattr(resource, name)}
+_NAMES: dict[int, str] = {
+    getattr(resource, name): name for name in DEFAULT_LIMITS if hasattr(resource, name)}
+# sysconf numbers back to their names, and the limits glibc derives from getrlimit.
+_SYSCONF_NAMES = {value: key for key, value in os.sysconf_names.items()}
+_SYSCONF_SOFT_LIMITS = {"SC_OPEN_MAX": "RLIMIT_NOFILE", "SC_CHILD_MAX": "RLIMIT_NPROC",
+                        "SC_SIGQUEUE_MAX": "RLIMIT_SIGPENDING", "SC_ARG_MAX": "RLIMIT_STACK"}
 
 
 def _above(value: int) -> float:
@@ -93,10 +96,9 @@ def _above(value: int) -> float:
 def _limits(environment: ProcessEnvironment, which: Any) -> tuple[int, int]:
     if isinstance(which, bool) or not isinstance(which, int):
         raise TypeError(f"'{type(which).__name__}' object cannot be interpreted as an integer")
-    defaults = _defaults()
-    if which not in defaults:
+    if which not in _DEFAULTS:
         raise ValueError("invalid resource specified")
-    return environment.limits.get(which, defaults[which])
+    return environment.limits.get(which, _DEFAULTS[which])
 
 
 def _set(process: Process, environment: ProcessEnvironment, which: int, limits: Any,
@@ -111,7 +113,7 @@ def _set(process: Process, environment: ProcessEnvironment, which: int, limits: 
     if which == getattr(resource, "RLIMIT_NOFILE", None) and _above(hard) > _fds.NR_OPEN:
         raise ValueError("not allowed to raise maximum limit")  # EPERM above fs.nr_open
     if _above(soft) < _above(current[0]):
-        raise escape(process, f"resource.{call}({_names()[which]}, {(soft, hard)}) lowers the "
+        raise escape(process, f"resource.{call}({_NAMES[which]}, {(soft, hard)}) lowers the "
                               f"soft limit {current[0]}; simfs enforces no resource limit, so "
                               "the run would not fail where a real one does")
     environment.limits[which] = (soft, hard)
@@ -122,9 +124,8 @@ def _environment_of_pid(process: Process, pid: Any) -> ProcessEnvironment:
         return environment_of(process)
     if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and is_live_pid(process,
                                                                                        pid):
-        found = host_of(process).world.environments.get(pid)
-        if found is not None:
-            return found
+        # A live pid is a process group's, and spawn gave every group its environment.
+        return host_of(process).world.environments[pid]
     raise simulated_oserror(errno.ESRCH)
 
 
@@ -150,16 +151,13 @@ def _sysconf(process: Process, name: Any) -> int:
         if name not in os.sysconf_names:
             raise ValueError("unrecognized configuration name")
         number = os.sysconf_names[name]
-    names = {value: key for key, value in os.sysconf_names.items()}
-    key = names.get(number, "") if isinstance(number, int) else ""
+    key = _SYSCONF_NAMES.get(number, "") if isinstance(number, int) else ""
     if key in ("SC_NPROCESSORS_CONF", "SC_NPROCESSORS_ONLN"):
         return CPUS
     if key in ("SC_PHYS_PAGES", "SC_AVPHYS_PAGES"):
         return HOST_MEMORY // _real_sysconf("SC_PAGE_SIZE")  # a fresh host: all of it free
-    soft_limit = {"SC_OPEN_MAX": "RLIMIT_NOFILE", "SC_CHILD_MAX": "RLIMIT_NPROC",
-                  "SC_SIGQUEUE_MAX": "RLIMIT_SIGPENDING", "SC_ARG_MAX": "RLIMIT_STACK"}
-    if key in soft_limit and resource is not None:
-        soft = _limits(environment_of(process), getattr(resource, soft_limit[key]))[0]
+    if key in _SYSCONF_SOFT_LIMITS and resource is not None:
+        soft = _limits(environment_of(process), getattr(resource, _SYSCONF_SOFT_LIMITS[key]))[0]
         if key == "SC_ARG_MAX":
             stack = _RLIM_INFINITY_C if soft == _INFINITY else soft
             return max(_LEGACY_ARG_MAX, stack // 4)
