@@ -48,12 +48,6 @@ def _stdio_fcntl(process: Process, fd: int, command: int) -> int:
                           "own standard stream")
 
 
-def _foreign(process: Process, call: str, fd: int, request: int) -> Any:
-    """A ``fcntl`` call on a descriptor the simulated process does not hold."""
-    _fds.refuse_impossible(fd)
-    raise escape(process, f"fcntl.{call}({fd}, {request}) on a real file descriptor")
-
-
 def _fd_of(target: Any) -> int:
     fd = target if isinstance(target, int) else int(target.fileno())
     if fd < 0:  # PyObject_AsFileDescriptor's check, before any system call
@@ -72,8 +66,7 @@ def install() -> None:
         fd = _fd_of(target)
         if process is None or not process.syscalls.owns_fd(fd):
             if process is not None:
-                _fds.refuse_impossible(fd)
-                raise escape(process, f"fcntl.flock({fd}) on a real file descriptor")
+                _fds.refuse_foreign(process, fd, f"fcntl.flock({fd})")
             return real_flock(target, operation)
         process.syscalls.flock(fd, operation)
         return None
@@ -84,8 +77,7 @@ def install() -> None:
         fd = _fd_of(target)
         if process is None or not process.syscalls.owns_fd(fd):
             if process is not None:
-                _fds.refuse_impossible(fd)
-                raise escape(process, f"fcntl.lockf({fd}) on a real file descriptor")
+                _fds.refuse_foreign(process, fd, f"fcntl.lockf({fd})")
             return real_lockf(target, command, length, start, whence)
         process.syscalls.lockf(fd, command, length, start, whence)
         return None
@@ -98,7 +90,7 @@ def install() -> None:
         if not process.syscalls.owns_fd(fd):
             if fd in _STDIO:
                 return _stdio_fcntl(process, fd, command)
-            return _foreign(process, "fcntl", fd, command)
+            _fds.refuse_foreign(process, fd, f"fcntl.fcntl({fd}, {command})")
         if command in _HARMLESS:
             return _HARMLESS[command]
         raise escape(process, f"fcntl.fcntl({fd}, {command}) is not simulated; "
@@ -109,11 +101,11 @@ def install() -> None:
         if process is None:
             return real_ioctl(target, request, *args)
         fd = _fd_of(target)
-        held = fd in _STDIO or process.syscalls.owns_fd(fd)
-        if held and request in _TERMINAL_REQUESTS:
+        owned = process.syscalls.owns_fd(fd)
+        if (owned or fd in _STDIO) and request in _TERMINAL_REQUESTS:
             raise simulated_oserror(errno.ENOTTY)  # no simulated descriptor is a terminal
-        if not process.syscalls.owns_fd(fd):
-            return _foreign(process, "ioctl", fd, request)
+        if not owned:
+            _fds.refuse_foreign(process, fd, f"fcntl.ioctl({fd}, {request})")
         raise escape(process, f"fcntl.ioctl({fd}, {request}) is not simulated")
 
     patch(fcntl, "flock", flock)

@@ -12,8 +12,11 @@ descriptor raises ``OSError`` and is not silently taken.
 from __future__ import annotations
 
 import errno
+from typing import NoReturn
 
+from .._engine._scheduler import Process
 from .._errors import simulated_oserror
+from ._registry import escape
 
 # fs.nr_open's default (fs/file.c): no descriptor number reaches it.
 NR_OPEN = 1 << 20
@@ -27,3 +30,13 @@ def refuse_impossible(fd: int) -> None:
     """
     if fd < 0 or fd >= NR_OPEN:
         raise simulated_oserror(errno.EBADF)
+
+
+def refuse_foreign(process: Process, fd: int, call: str) -> NoReturn:
+    """A call inside the world on a descriptor ``process`` does not hold.
+
+    ``EBADF`` for a number no process can hold, else the test process's own
+    real descriptor: an escape naming ``call`` (e.g. ``"os.read(7)"``).
+    """
+    refuse_impossible(fd)
+    raise escape(process, f"{call} on a real file descriptor")

@@ -135,8 +135,7 @@ def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
             return call(syscalls)(fd, *args, **kwargs)
         if fd in _STDIO:
             return real(fd, *args, **kwargs)
-        _fds.refuse_impossible(fd)
-        raise escape(process, f"os.{real.__name__}({fd}) on a real file descriptor")
+        _fds.refuse_foreign(process, fd, f"os.{real.__name__}({fd})")
 
     return route
 

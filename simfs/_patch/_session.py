@@ -80,8 +80,7 @@ def _no_terminal(process: Process, fd: Any, call: str) -> Any:
         fd = fd.fileno()
     if fd in _STDIO or process.syscalls.owns_fd(fd):
         raise simulated_oserror(errno.ENOTTY)
-    _fds.refuse_impossible(fd)
-    raise escape(process, f"os.{call}({fd}) on a real file descriptor")
+    _fds.refuse_foreign(process, fd, f"os.{call}({fd})")
 
 
 # valid_signal() in include/linux/signal.h: 1.._NSIG, and 0 to probe.
