@@ -98,6 +98,15 @@ def _import_directory(path: object) -> bool:
         entry.rstrip("/") for entry in sys.path if entry.startswith("/")}
 
 
+def import_system_call() -> bool:
+    """Whether the call an audit hook is judging was made by importlib itself.
+
+    For audit hooks only: the hook's caller is the C function that raised
+    the event, and that function's caller is the frame judged here.
+    """
+    return sys._getframe(2).f_code.co_filename in _IMPORT_SYSTEM
+
+
 def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
     """Why a native call inside the world is refused, or None when it is harmless."""
     if event == "sqlite3.connect":
@@ -132,8 +141,8 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if why is not None:
             raise escape(process, why)
         return
-    if sys._getframe(1).f_code.co_filename in _IMPORT_SYSTEM:
-        return  # the import system's own call: the frame that made it is importlib's
+    if import_system_call():
+        return  # the import system's own call, not the program's
     path = args[0] if args else None
     if event == "open":
         if isinstance(path, int):

@@ -260,9 +260,12 @@ def _announce(event: str, args: tuple[Any, ...]) -> None:
     if tid not in _guard.guarded:
         return
     from .._engine._scheduler import current_process
+    from ._audit import import_system_call
 
-    if current_process() is not None:
-        return  # routed, or refused by _audit's hook before it acts
+    if current_process() is not None and not import_system_call():
+        # Routed, or refused by _audit's hook before it acts; the import
+        # system's own writes (__pycache__) are allowed there, and here.
+        return
     paths: set[bytes] = set()
     for index in indexes:
         value = args[index] if index < len(args) else None

@@ -247,7 +247,9 @@ except SimulationEscape as error:
 """
 
 
-def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process(tmp_path):
+@pytest.mark.parametrize("guard", ["0", "1"])
+def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process(tmp_path,
+                                                                                  guard):
     # The project under test lives in the working directory, whose data
     # files the audit hook treats as the program's input.  The import system
     # lists mypkg/ and writes mypkg/__pycache__ there; that is Python
@@ -264,8 +266,10 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
     data.mkdir()
     (package / "peeks.py").write_text(f"import posix\nposix.listdir({str(data)!r})\n"
                                       "VALUE = 0\n")
+    # With the native-write guard on too (SIMFS_NATIVE_GUARD=1): the kernel
+    # filter must let the same __pycache__ writes through.
     environment = {key: value for key, value in os.environ.items()
-                   if key != "PYTHONDONTWRITEBYTECODE"}
+                   if key != "PYTHONDONTWRITEBYTECODE"} | {"SIMFS_NATIVE_GUARD": guard}
     done = subprocess.run([sys.executable, "-c", _LAZY_IMPORT], cwd=tmp_path, env=environment,
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
