@@ -23,6 +23,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._machine import DEFAULT_ZONE
 from ._nfs._faults import CloseDelay, FaultPlan, FaultRule, HostCrash
 from ._world import World
 
@@ -122,7 +123,7 @@ def world_from_token(token: str) -> World:
         # env and tz: absent from tokens made before World had them (the defaults).
         world = World(payload["seed"], export=payload["export"], chooser=payload["choices"],
                       faults=plan if plan != FaultPlan() else None,
-                      env=payload.get("env"), tz=payload.get("tz", "UTC"))
+                      env=payload.get("env"), tz=payload.get("tz", DEFAULT_ZONE))
         # Set in ns, as recorded: seconds would round up on the way back.
         world.rpc_latency_ns = int(payload["rpc_latency_ns"])
         for name, mount in payload["hosts"]:

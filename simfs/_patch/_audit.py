@@ -60,6 +60,9 @@ _NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes
 # A fork inside the world, however os.fork was reached (a name bound before
 # the routes, a saved reference): refused before the fork happens.
 _FORKS = frozenset({"os.fork", "os.forkpty"})
+# Every event the hook judges: it is called for every audit event of the
+# interpreter (builtins.id on each route lookup among them), so one test.
+_JUDGED = frozenset({"open"}) | _READS | _WRITES | _NATIVE | _FORKS
 _CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _IN_MEMORY = (":memory:", "file::memory:")
@@ -127,8 +130,7 @@ def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
-    if event != "open" and event not in _READS and event not in _WRITES \
-            and event not in _NATIVE and event not in _FORKS:
+    if event not in _JUDGED:
         return
     process = current_process()
     if process is None:

@@ -95,7 +95,6 @@ class _Guard:
         # A real lock (threading's are routed inside the world) used as a wake-up.
         self.wake = _thread.allocate_lock()
         self.wake.acquire()
-        self.denied = 0
 
 
 _guard = _Guard()
@@ -146,9 +145,6 @@ def start_thread(function: Callable[..., object], args: tuple[Any, ...]) -> None
     The scheduler calls this instead of ``_thread.start_new_thread`` once the
     guard is on (``SIMFS_NATIVE_GUARD`` is read when a World is made).
     """
-    if not _guard.active:
-        _thread.start_new_thread(function, args)
-        return
     if _gettid() in _guard.guarded:
         # A filtered thread's children inherit its filter: start it here.
         _thread.start_new_thread(_guarded_body, (function, args))
@@ -166,10 +162,8 @@ def _gettid() -> int:
 
 def _guarded_body(function: Callable[..., object], args: tuple[Any, ...]) -> None:
     tid = _gettid()
-    process = args[0] if args else None
     _guard.guarded.add(tid)
-    if process is not None and hasattr(process, "syscalls"):
-        _guard.processes[tid] = process
+    _guard.processes[tid] = args[0]  # the scheduler's _bootstrap(process)
     try:
         function(*args)
     finally:
@@ -328,5 +322,4 @@ def _judge(guard: _Guard, notif: seccomp.Notif) -> str | None:
             "ctypes call below every route); it was refused with EACCES. Pass the library "
             "a simulated file object, or a path it opens through Python's open()")
     process.syscalls.escape(what)
-    guard.denied += 1
     return what
