@@ -283,12 +283,13 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
 
 
 def test_a_fork_inside_the_world_is_refused_however_os_fork_was_reached():
+    # posix's own functions, as `from os import fork` bound before the
+    # routes would hold them: no route wraps them, the audit hook refuses.
     import posix
 
-    saved_before_the_routes = posix.fork  # as `from os import fork` would hold it
-    for fork in (os.fork, saved_before_the_routes):
+    for fork in (posix.fork, posix.forkpty):
         error = _run_refused(fork)
-        assert "os.fork() is not simulated" in str(error)
+        assert f"os.{fork.__name__}() is not simulated" in str(error)
 
 
 def test_a_fork_outside_the_world_is_the_programs_own_call(recwarn):
@@ -313,6 +314,7 @@ def test_a_fork_outside_the_world_is_the_programs_own_call(recwarn):
     finally:
         release.set()
         other.join()
-    for warning in recwarn.list:
-        if "fork()" in str(warning.message):
-            assert warning.filename == __file__
+    warned = [warning for warning in recwarn.list if "fork()" in str(warning.message)]
+    # Python 3.12 warns about a fork with another thread running; 3.11 does not.
+    assert len(warned) == (1 if sys.version_info >= (3, 12) else 0)
+    assert all(warning.filename == __file__ for warning in warned)
