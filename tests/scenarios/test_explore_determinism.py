@@ -8,6 +8,7 @@ failures in a fresh process and 9 after ``import compose/vm.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import sys
 from pathlib import Path
@@ -22,18 +23,35 @@ from scenarios._explore import SearchState, explore
 _CONSTANTS_MODULE = "values = [{}]\n".format(", ".join(str(n) for n in range(3, 256, 2)))
 
 
-def _search_fingerprint() -> list[tuple[int, float, int]]:
-    """(examples, virtual seconds, failures) after every example of one search."""
-    seen: list[tuple[int, float, int]] = []
+def _search_fingerprint() -> list[tuple[object, ...]]:
+    """Every example the search drew (its values and world seed), then the
+    running (examples, virtual seconds, failures) after each.
+
+    The drawn values are what the literals move: a moved world seed can give
+    the same virtual time and verdict, so the counts alone hide it.
+    """
+    scenario = get("handshake")
+    declared = scenario.exploration
+    seen: list[tuple[object, ...]] = []
+
+    def recording_run(variant, example, world_seed, schedule):
+        seen.append((sorted(example.items()), world_seed))
+        return declared.run(variant, example, world_seed, schedule)
 
     def record(state: SearchState) -> None:
         seen.append((state.examples, round(state.virtual_s, 9), state.failures))
 
-    explore(get("handshake"), "marker_exists", examples=60, seed=3, on_example=record)
+    # Patched on the class, not a subclass: the search pins the constants of
+    # the scenario's own module, scenarios.handshake.
+    scenario.exploration = dataclasses.replace(declared, run=recording_run)
+    try:
+        explore(scenario, "marker_exists", examples=60, seed=3, on_example=record)
+    finally:
+        scenario.exploration = declared
     return seen
 
 
-def _search_fingerprint_without(module) -> list[tuple[int, float, int]]:
+def _search_fingerprint_without(module) -> list[tuple[object, ...]]:
     """The search as a process that never imported ``module`` runs it."""
     sys.modules.pop(module.__name__)
     try:
