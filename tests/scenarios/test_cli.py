@@ -209,7 +209,7 @@ def test_a_scenario_module_is_imported_only_when_its_scenario_is_asked_for(actio
     code = _LOADED_SCENARIOS.format(action=action)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True)
-    assert out.stdout.split()[-1:] == loaded.split()
+    assert out.stdout.splitlines()[-1] == loaded
 
 
 def test_a_scenario_module_without_the_scenario_of_its_name_is_a_loud_error(tmp_path,
