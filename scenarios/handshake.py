@@ -77,7 +77,8 @@ def create_marker(root: str, step: str, marker: str, delay: float, make_dir: boo
                   await_dir: float = 0.0) -> float:
     """The creating host: wait ``delay``, then create the marker (and its dir).
 
-    With ``await_dir`` (real hosts only, see ``Handshake._run_group``) and a
+    With ``await_dir`` (real hosts, see ``Handshake._run_group``, and
+    exploration, where a drawn schedule may run the creator first) and a
     step directory the waiter makes, first wait up to that many seconds for
     the directory to appear, so that the delay counts from the waiter's
     mkdir however late the waiter's host started.  The wait revalidates the
