@@ -49,7 +49,7 @@ from .._world import host_of
 from . import _fds
 from ._ids import CPUS
 from ._registry import escape, in_world, patch
-from ._session import is_live_pid
+from ._session import as_int, is_live_pid
 
 try:
     import resource
@@ -94,8 +94,7 @@ def _above(value: int) -> float:
 
 
 def _limits(environment: ProcessEnvironment, which: Any) -> tuple[int, int]:
-    if isinstance(which, bool) or not isinstance(which, int):
-        raise TypeError(f"'{type(which).__name__}' object cannot be interpreted as an integer")
+    which = as_int(which)
     if which not in _DEFAULTS:
         raise ValueError("invalid resource specified")
     return environment.limits.get(which, _DEFAULTS[which])

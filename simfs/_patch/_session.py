@@ -57,10 +57,17 @@ def is_live_pid(process: Process, pid: int) -> bool:
     return any(other.group.pid == pid and other.active for other in host_of(process).processes)
 
 
+def as_int(value: Any) -> int:
+    """``value`` as a pid, signal or resource number, refused as CPython's C
+    argument parsing words it (a bool counts as no integer here)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"'{type(value).__name__}' object cannot be interpreted as an integer")
+    return int(value)
+
+
 def _same_session(process: Process, pid: int) -> int:
     """The process group (= session, = pid) of ``pid`` as seen from ``process``."""
-    if isinstance(pid, bool) or not isinstance(pid, int):
-        raise TypeError(f"'{type(pid).__name__}' object cannot be interpreted as an integer")
+    pid = as_int(pid)
     if pid == 0:
         return int(process.group.pid)
     if pid > 0 and is_live_pid(process, pid):
@@ -94,12 +101,6 @@ def _signal_name(sig: int) -> str:
         return str(sig)
 
 
-def _check_signal(sig: Any) -> int:
-    if isinstance(sig, bool) or not isinstance(sig, int):
-        raise TypeError(f"'{type(sig).__name__}' object cannot be interpreted as an integer")
-    return int(sig)
-
-
 def kill(process: Process, pid: Any, sig: Any) -> None:
     """``os.kill`` inside the world: probe simulated processes, deliver nothing real.
 
@@ -108,9 +109,8 @@ def kill(process: Process, pid: Any, sig: Any) -> None:
         OSError: ``EINVAL`` for a signal number the kernel does not know.
         SimulationEscape: a real signal (not 0) to a simulated process.
     """
-    sig = _check_signal(sig)
-    if isinstance(pid, bool) or not isinstance(pid, int):
-        raise TypeError(f"'{type(pid).__name__}' object cannot be interpreted as an integer")
+    sig = as_int(sig)
+    pid = as_int(pid)
     own = int(process.group.pid)
     if pid == 0:
         found = True  # its own process group
@@ -130,7 +130,7 @@ def kill(process: Process, pid: Any, sig: Any) -> None:
 
 
 def _pthread_kill(process: Process, ident: Any, sig: Any) -> None:
-    sig = _check_signal(sig)
+    sig = as_int(sig)
     if not any(thread.ident == ident and thread.active for thread in process.group.live_threads):
         raise simulated_oserror(errno.ESRCH)
     if not 0 <= sig <= _NSIG:
@@ -141,7 +141,7 @@ def _pthread_kill(process: Process, ident: Any, sig: Any) -> None:
 
 
 def _raise_signal(process: Process, sig: Any) -> None:
-    sig = _check_signal(sig)
+    sig = as_int(sig)
     raise escape(process, f"signal.raise_signal({_signal_name(sig)}) would signal the test "
                           "process itself; simfs does not simulate signals")
 
