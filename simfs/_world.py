@@ -238,6 +238,8 @@ class World:
         self.random = random.Random(f"simfs-world:{seed}")
         self.tz = check_zone(tz)
         self.env = check_env({} if env is None else env, "World(env=)")
+        # Merged once now only to refuse a bad env= (a TZ other than tz=) here,
+        # at World(), rather than at the first spawn; each host merges its own.
         merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
         # Each OS process's environment and limits, by pid (see _machine).
         self.environments: dict[int, ProcessEnvironment] = {}
