@@ -114,6 +114,10 @@ def render_html(timeline: Timeline, *, title: str, paths: Sequence[str] | None =
              "h2{font-size:1em;margin-top:1.5em}pre{font-size:11px;background:#fafafa;"
              "padding:.5em;overflow-x:auto}.key{display:inline-block;width:1em;height:1em;"
              "margin:0 .3em 0 1em;vertical-align:middle}")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{style}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    document = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+                f"<title>{escape(title)}</title><style>{style}</style></head><body>\n"
+                + "\n".join(body) + "\n</body></html>\n")
+    # A file name that is not UTF-8 reaches here as os.fsdecode gives it
+    # (lone surrogates), which no UTF-8 file can hold: show its bytes as
+    # ``\xff``, as ``ls -b`` does, so the page can be written.
+    return document.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

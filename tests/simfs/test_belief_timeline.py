@@ -6,6 +6,7 @@ dentry until its cached attributes of the parent expire, acdirmin later,
 however early the file appears on the server.
 """
 
+import os
 import re
 import xml.etree.ElementTree as ET
 
@@ -124,3 +125,21 @@ def test_the_html_is_self_contained():
     for outside in ("<script", "src=", "href=", "<link", "url(", "@import"):
         assert outside not in html
     assert re.findall(r"https?://[^\"' ]+", html) == ["http://www.w3.org/2000/svg"]
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_by_its_bytes_and_the_page_can_be_written():
+    # Linux names are bytes; os.fsdecode hands a non-UTF-8 one over as lone
+    # surrogates, which a UTF-8 page cannot hold.  The page shows the byte
+    # as "\xff", as ``ls -b`` does, instead of failing where it is written.
+    marker = os.fsdecode(b"/shared/t/m\xff")
+    world = World(seed=0)
+    world.server.mkdir("/shared/t")
+    world.spawn(world.host("a"), create_marker, marker, 1.0)
+    world.spawn(world.host("b"), poll_until_seen, marker)
+    recorder = BeliefRecorder(world, [marker])
+    world.run()
+    html = render_html(recorder.timeline(), title="not utf-8")
+    html.encode("utf-8")
+    assert "<h2>/shared/t/m\\xff</h2>" in html
+    (stall,) = [r for r in _svgs(html)[0].findall(f"{SVG}rect") if r.get("class") == "stall"]
+    assert stall.get("data-host") == "b"
