@@ -140,9 +140,11 @@ class ProcessKilled(BaseException):
 _STRERROR: dict[int, str] = {}
 
 
-def simulated_oserror(code: int, path: str | bytes | None = None,
+def simulated_oserror(code: int, path: str | bytes | int | None = None,
                       path2: str | bytes | None = None) -> OSError:
     """An ``OSError`` of the right subclass, reading exactly as the real one.
+
+    ``path`` is an int where the real call names a descriptor by its number.
 
     Code matches on the text (``[Errno 2] No such file or directory: ''``),
     so the text is the real one; that the error was simulated shows in the

@@ -55,10 +55,21 @@ _STDIO = (0, 1, 2)
 _OS_NAMES_NULL_BYTES = sys.version_info >= (3, 13)
 # Calls the host answers itself for /, the export's parents and /proc (_proc).
 _HOST_ANSWERS = frozenset({"stat", "access", "readlink", "mkdir"})
+# The calls that take a descriptor for a path and name it in their EBADF
+# (``Bad file descriptor: 1048576``), as CPython's path_error does; listdir,
+# scandir and truncate do not, utime does from 3.13 (measured on 3.11-3.13).
+# The calls whose first argument CPython calls ``src`` in its errors.
+_TAKES_SRC = frozenset({"rename", "replace", "link", "symlink"})
+# The calls whose path may be None (the working directory).
+_NULLABLE = frozenset({"listdir", "scandir"})
+_NAMES_BAD_FD = frozenset({"stat", "chdir", "chmod"}
+                          | ({"utime"} if sys.version_info >= (3, 13) else set()))
 
 
 def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..., Any]:
     host_answers = name in _HOST_ANSWERS
+    takes_fd = real in os.supports_fd
+    names_fd = name in _NAMES_BAD_FD
 
     def route(*args: Any, **kwargs: Any) -> Any:
         process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
@@ -72,12 +83,10 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
             # A Path: its text read once here, not again in every layer
             # below (a poll of marker.exists() read it three times).  The
             # real call names the text, not the Path, in its error too.
-            try:
-                first = os.fspath(first)
-            except TypeError:
-                pass  # no path at all: the syscall layer words the TypeError
-            else:
-                args = (first, *args[1:])
+            if not hasattr(type(first), "__fspath__"):
+                raise _not_a_path(name, takes_fd, first)
+            first = os.fspath(first)  # a bad __fspath__ fails as in the real call
+            args = (first, *args[1:])
         if first.__class__ is str:
             # A poll's path: a str under the export with no ".." that could
             # climb out is the syscall layer's without a look at the host's
@@ -90,7 +99,14 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
                 # same C frame, so a process switched out inside it leaves
                 # a smaller C stack for greenlet to copy out and back.
                 return call(syscalls)(first)
+        elif isinstance(first, int) and not takes_fd:
+            raise _not_a_path(name, takes_fd, first)
         elif isinstance(first, int) and not syscalls.owns_fd(first):
+            if first >= _fds.NR_OPEN:  # EBADF, as for the descriptor calls
+                raise simulated_oserror(errno.EBADF, first if names_fd else None)
+            # A negative one is no descriptor, but the real calls do not agree
+            # on it (os.stat(-1) is EFAULT, os.listdir(-1) lists the working
+            # directory): refused loudly rather than answered wrongly.
             raise escape(process, f"os.{real.__name__}({first}) on a real file descriptor")
         outside = _proc.outside_export(process, first) if host_answers else None
         if outside is not None and kwargs.get("dir_fd") is None:
@@ -101,6 +117,18 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
         return call(syscalls)(*args, **kwargs)
 
     return _naming_null_bytes(route, real.__name__) if _OS_NAMES_NULL_BYTES else route
+
+
+def _not_a_path(name: str, takes_fd: bool, value: object) -> TypeError:
+    """The TypeError the real call raises for a first argument that is no path."""
+    argument = "src" if name in _TAKES_SRC else "path"
+    if name in _NULLABLE:
+        kinds = "string, bytes, os.PathLike, integer or None"
+    elif takes_fd:
+        kinds = "string, bytes, os.PathLike or integer"
+    else:
+        kinds = "string, bytes or os.PathLike"
+    return TypeError(f"{name}: {argument} should be {kinds}, not {type(value).__name__}")
 
 
 def _naming_null_bytes(route: Callable[..., Any], name: str) -> Callable[..., Any]:
