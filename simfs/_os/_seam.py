@@ -58,6 +58,10 @@ class SyscallSeam(Protocol):
         """os.stat (a descriptor: os.fstat)."""
         ...
 
+    def cached_absent(self, path: str) -> bool:
+        """Whether a stat of ``path`` is "absent" from the caches (then made here)."""
+        ...
+
     def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None,
                effective_ids: bool = False, follow_symlinks: bool = True) -> bool:
         """os.access: whether the path resolves."""

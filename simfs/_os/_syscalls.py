@@ -321,6 +321,23 @@ class Syscalls(FileCalls, DirectoryCalls):
 
         return self._run("stat", shown, effect, path)
 
+    def cached_absent(self, path: str) -> bool:
+        """Whether ``os.stat(path)`` fails with ENOENT from the caches alone;
+        if so, that stat's call and event are made here, else nothing is.
+
+        ``os.path.exists`` and ``Path.exists`` (and isfile, isdir) ask it
+        first: a poll's "absent" then builds no exception only to catch it
+        (issue 16).  Otherwise they stat as their bodies do.
+        """
+        try:
+            shown, start, components = self._path(path)
+        except (OSError, ValueError):
+            return False  # the stat itself fails as the real one (an empty path, a NUL)
+        if self._cached_walk(start, components, True) is not nfs.NEGATIVE:
+            return False
+        self._answered("stat", shown, "ENOENT")
+        return True
+
     def fstat(self, fd: int) -> os.stat_result:
         open_file = self._file(fd)
 

@@ -37,6 +37,7 @@ from . import (
     _mmap,
     _native,
     _os,
+    _probes,
     _session,
     _threads,
     _time,
@@ -67,7 +68,7 @@ def install() -> None:
         _installed = True
         for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
                        _native, _compat, _logging, _environ, _session, _users, _limits,
-                       _audit):
+                       _audit, _probes):
             module.install()
         from . import _asyncio
 

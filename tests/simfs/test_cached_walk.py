@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -153,6 +154,50 @@ def test_a_run_traces_the_same_with_or_without_the_cache_only_walk(mount, seed, 
     monkeypatch.setattr(NfsClient, "cached_walk", lambda *args, **kwargs: None)
     general = _traced_run(mount, seed)
     assert fast == general
+
+
+def _prober(seed: int, rounds: int) -> list[bool]:
+    """os.path.exists, isfile and isdir, and Path's, as a poll calls them; their answers."""
+    rng = random.Random(seed + 3)
+    answers = []
+    for _ in range(rounds):
+        time.sleep(rng.choice((0.0, 0.1, 0.7, 2.0)))
+        path = rng.choice(_paths())
+        name = rng.choice(("exists", "isfile", "isdir", "is_file", "is_dir"))
+        if name.startswith("is_"):
+            answers.append(getattr(Path(path), name)())
+        else:
+            answers.append(getattr(os.path, name)(path))
+        answers.append(getattr(Path(path), "exists")())
+    return answers
+
+
+def _probed_run(mount: str, seed: int) -> tuple[str, list[bool]]:
+    world, writer, poller = _world(mount, seed)
+    world.spawn(writer, _changer, seed, 60)
+    prober = world.spawn(poller, _prober, seed, 200)
+    world.run()
+    return world.trace.canonical(), prober.result()
+
+
+@pytest.mark.parametrize("mount", MOUNTS[:3])
+@pytest.mark.parametrize("seed", range(3))
+def test_exists_isfile_and_isdir_answer_and_trace_as_their_stdlib_bodies(mount, seed,
+                                                                       monkeypatch):
+    # The routes answer "absent" from the caches without building an
+    # exception (simfs/_patch/_probes.py); the standard library's own bodies
+    # call the os.stat route and catch its OSError.  Same calls, same answers.
+    routed = _probed_run(mount, seed)
+    assert True in routed[1] and False in routed[1]
+    owners = {os.path, *(klass for name in ("exists", "is_file", "is_dir")
+                         for klass in Path.__mro__ if name in vars(klass))}
+    for owner in owners:
+        for name in ("exists", "isfile", "isdir", "is_file", "is_dir"):
+            if name in vars(owner):
+                route = vars(owner)[name]
+                assert route.__module__ == "simfs._patch._probes", (owner, name)
+                monkeypatch.setattr(owner, name, route.__wrapped__)
+    assert _probed_run(mount, seed) == routed
 
 
 # -- the remembered walk ------------------------------------------------------------
