@@ -38,18 +38,16 @@ it fails loudly instead of giving a run that cannot happen.
 
 from __future__ import annotations
 
-import errno
 import os
 from typing import Any
 
 from .._engine._scheduler import Process
-from .._errors import simulated_oserror
 from .._machine import ProcessEnvironment, environment_of
 from .._world import host_of
 from . import _fds
 from ._ids import CPUS
 from ._registry import escape, in_world, patch
-from ._session import as_int, is_live_pid
+from ._session import as_int, same_session
 
 try:
     import resource
@@ -119,13 +117,12 @@ def _set(process: Process, environment: ProcessEnvironment, which: int, limits: 
 
 
 def _environment_of_pid(process: Process, pid: Any) -> ProcessEnvironment:
-    if pid in (0, process.group.pid):
+    """The environment of the process ``pid`` names, as getsid finds it (ESRCH, TypeError)."""
+    group = same_session(process, pid)
+    if group == process.group.pid:
         return environment_of(process)
-    if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and is_live_pid(process,
-                                                                                       pid):
-        # A live pid is a process group's, and spawn gave every group its environment.
-        return host_of(process).world.environments[pid]
-    raise simulated_oserror(errno.ESRCH)
+    # A live pid is a process group's, and spawn gave every group its environment.
+    return host_of(process).world.environments[group]
 
 
 def _getrlimit(process: Process, which: Any) -> tuple[int, int]:

@@ -65,7 +65,7 @@ def as_int(value: Any) -> int:
     return int(value)
 
 
-def _same_session(process: Process, pid: int) -> int:
+def same_session(process: Process, pid: int) -> int:
     """The process group (= session, = pid) of ``pid`` as seen from ``process``."""
     pid = as_int(pid)
     if pid == 0:
@@ -157,9 +157,9 @@ def _terminal_size(process: Process, fd: int = 1) -> Any:
 def install() -> None:
     patch(os, "getpgrp", in_world(os.getpgrp, lambda process: process.group.pid))
     patch(os, "getpgid", in_world(
-        os.getpgid, _same_session))
+        os.getpgid, same_session))
     patch(os, "getsid", in_world(
-        os.getsid, _same_session))
+        os.getsid, same_session))
     patch(os, "setsid", in_world(os.setsid, lambda process: _set_group(process)))
     patch(os, "setpgid", in_world(os.setpgid, _set_group))
     patch(os, "setpgrp", in_world(os.setpgrp, lambda process: _set_group(process)))

@@ -121,6 +121,27 @@ def test_resource_limits_are_the_linux_container_defaults_whatever_the_machine()
                                 (0, infinity), (8 << 20, 8 << 20), (infinity, infinity)]
 
 
+def test_prlimit_finds_a_pid_as_getsid_does():
+    def error_of(call: Callable[[], object]) -> str:
+        try:
+            call()
+        except (OSError, TypeError) as error:
+            return repr(error)
+        return "no error"
+
+    nofile = resource.RLIMIT_NOFILE
+    calls: list[Callable[[], object]] = [lambda: resource.prlimit("1", nofile),
+                                         lambda: resource.prlimit(1.5, nofile)]
+
+    def program() -> list[object]:
+        return [resource.prlimit(os.getpid(), nofile) == resource.getrlimit(nofile),
+                _errno(lambda: resource.prlimit(os.getpid() + 999, nofile)),
+                *(error_of(call) for call in calls)]
+
+    # A pid that is no integer: the real call's own TypeError, not ESRCH.
+    assert _result(program) == [True, "ESRCH", *(error_of(call) for call in calls)]
+
+
 def test_setrlimit_is_per_process_and_lowering_a_soft_limit_fails_loudly():
     real = resource.getrlimit(resource.RLIMIT_NOFILE)
 
