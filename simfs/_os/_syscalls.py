@@ -37,6 +37,20 @@ T = TypeVar("T")
 _SLEEPS: dict[float, tuple[str, int]] = {}
 
 
+# Export -> {absolute path as written -> (normalized, components)}.  Only
+# absolute paths are stored, and their resolution depends on the export
+# alone, so every process of every world on that export shares one table:
+# a thousand pollers of one marker keep one entry, not a thousand (each in
+# its own cache lines, issue 16's many-host polls).
+_RESOLVED: dict[str, dict[str | bytes, tuple[str, tuple[str, ...]]]] = {}
+
+
+def _resolved_under(export: str) -> dict[str | bytes, tuple[str, tuple[str, ...]]]:
+    if export not in _RESOLVED and len(_RESOLVED) >= 64:
+        _RESOLVED.clear()  # worlds on many exports (a strategy drawing them)
+    return _RESOLVED.setdefault(export, {})
+
+
 def _named(path: object) -> object:
     """The path an error names: none for a call on a descriptor."""
     return None if isinstance(path, int) else path
@@ -77,9 +91,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         self.export = world.export
         self.export_prefix = world.export + "/"
         self._mount_parts = [part for part in world.export.split("/") if part]
-        # Absolute path as written -> (normalized, components); only absolute
-        # str paths are stored, so a hit never depends on the working directory.
-        self._resolved: dict[str | bytes, tuple[str, tuple[str, ...]]] = {}
+        self._resolved = _resolved_under(world.export)
         writeback = host.client.writeback
         self._writebacks = None if writeback is None else writeback.queue
 
