@@ -168,7 +168,7 @@ def _prober(seed: int, rounds: int) -> list[bool]:
             answers.append(getattr(Path(path), name)())
         else:
             answers.append(getattr(os.path, name)(path))
-        answers.append(getattr(Path(path), "exists")())
+        answers.append(Path(path).exists())
     return answers
 
 
