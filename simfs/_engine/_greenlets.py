@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -100,20 +101,53 @@ class _Engine:
     An engine whose world stopped waiting for it (``lost``) is never reused.
     """
 
-    __slots__ = ("baton", "hub", "job", "lost", "slots")
+    __slots__ = ("baton", "hub", "job", "lost", "native_id", "slots")
 
     def __init__(self) -> None:
         self.baton = _thread.allocate_lock()
         self.baton.acquire()
         self.lost = False
+        # None when the baton is released: the thread ends (retired before a fork).
         self.job: GreenletScheduler | None = None
         self.hub: _Strand | None = None
         self.slots: ThreadStateSlots | None = None
+        self.native_id = 0  # the engine thread's, once it runs
 
 
 # Engines whose world has ended, waiting for the next one (list operations
 # are atomic under the GIL; only threads that run worlds touch it).
 _idle: list[_Engine] = []
+# How long a fork waits for the idle engine threads to be gone.
+_RETIRE_WAIT_S: Final = 1.0
+
+
+def _retire_idle_engines() -> None:
+    """Before a fork: end the parked engine threads and wait until they are gone.
+
+    A fork copies only the calling thread, so a child would inherit idle
+    engines with no thread behind them, and its first world would wait on
+    one until ``step_timeout`` (BlockedOutsideSimulation).  And the parent
+    would fork as a multi-threaded process: Python 3.12+ warns on every such
+    fork (a DeprecationWarning, an error under ``-W error``), counting the
+    OS threads, so each one must have exited, not merely be parked.  A
+    thread leaves ``/proc/self/task`` within a few hundred µs of ending.
+    """
+    retiring = _idle[:]
+    _idle.clear()
+    for engine in retiring:
+        engine.job = None
+        engine.baton.release()
+    deadline = time.monotonic() + _RETIRE_WAIT_S
+    for engine in retiring:
+        task = f"/proc/self/task/{engine.native_id}"
+        while os.path.exists(task) and time.monotonic() < deadline:
+            time.sleep(50e-6)
+
+
+if hasattr(os, "register_at_fork"):
+    # The child's list is empty already; cleared again in case the parent's
+    # wait gave up on a thread that had not ended.
+    os.register_at_fork(before=_retire_idle_engines, after_in_child=_idle.clear)
 
 
 def _serve(engine: _Engine) -> None:
@@ -121,6 +155,7 @@ def _serve(engine: _Engine) -> None:
     from ._tstate import SlotsUnavailable, ThreadStateSlots
 
     _bind_asyncio()
+    engine.native_id = _thread.get_native_id()
     failure: BaseException | None = None
     try:
         engine.slots = ThreadStateSlots()
@@ -131,7 +166,8 @@ def _serve(engine: _Engine) -> None:
     while True:
         engine.baton.acquire()
         job = engine.job
-        assert job is not None
+        if job is None:
+            return  # retired before a fork
         if failure is not None:
             job.fatal = failure
             job._main_baton.release()

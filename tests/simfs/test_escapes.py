@@ -318,3 +318,46 @@ def test_a_fork_outside_the_world_is_the_programs_own_call(recwarn):
     # Python 3.12 warns about a fork with another thread running; 3.11 does not.
     assert len(warned) == (1 if sys.version_info >= (3, 12) else 0)
     assert all(warning.filename == __file__ for warning in warned)
+
+
+_FORK_AFTER_RUN = """
+import os, sys, time
+from simfs import World
+
+def poll():
+    os.path.exists("/shared/marker")
+    time.sleep(1)
+
+def run_a_world():
+    world = World(seed=1, step_timeout=5)
+    world.spawn(world.host("a"), poll)
+    world.run()
+    world.close()
+
+run_a_world()  # leaves its engine thread parked for the next world
+pid = os.fork()  # Python 3.12+ warns here if another thread is alive
+if pid == 0:
+    try:
+        run_a_world()
+    except BaseException as error:
+        print("child:", type(error).__name__, flush=True)
+        os._exit(1)
+    os._exit(0)
+threads = len(os.listdir("/proc/self/task"))
+_, status = os.waitpid(pid, 0)
+print(threads, os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_fork_after_a_run_leaves_no_engine_thread_and_the_child_can_run_a_world():
+    # A fork copies only the calling thread.  The greenlet baton parks its
+    # engine thread between worlds; the child must not inherit an engine
+    # with no thread behind it (its first world would wait on it until
+    # step_timeout), and the parent must fork single-threaded, as Python
+    # 3.12+ warns on every fork of a multi-threaded process.
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c",
+                           _FORK_AFTER_RUN], capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "1 0\n"), done.stderr
+    assert "multi-threaded" not in done.stderr
