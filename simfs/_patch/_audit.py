@@ -40,16 +40,21 @@ a package's directory and writes its ``__pycache__`` even in the working
 directory, whose other files are the program's input (a program that
 imported its own ``mypkg.sub`` for the first time inside a process was
 refused for the listing).  The module's own code, run by the import, is the
-program's and is checked as ever.
+program's and is checked as ever.  Except inside the export: modules come
+from the real machine, so code the program wrote to the simulated export
+(a ``sys.path`` entry there, ``spec_from_file_location``, ``py_compile``)
+would be looked for on the real disk and silently not found; it is refused
+loudly instead, through the import system's events and a ``sys.path_hooks``
+entry (its directory check is a stat that raises no event).
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
-from .._engine._scheduler import current_process
+from .._engine._scheduler import Process, current_process
 from ._registry import escape
 
 _READS = frozenset({"os.listdir", "os.scandir"})
@@ -143,9 +148,11 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         if why is not None:
             raise escape(process, why)
         return
-    if import_system_call():
-        return  # the import system's own call, not the program's
     path = args[0] if args else None
+    if import_system_call():
+        if _in_export(process, path):
+            raise escape(process, _importing_from_export(path))
+        return  # the import system's own call, not the program's
     if event == "open":
         if isinstance(path, int):
             return  # an fdopen of a descriptor the routes already vetted
@@ -160,6 +167,36 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
                           "function captured where simfs could not reroute it)")
 
 
+def _in_export(process: Process, path: object) -> bool:
+    """Whether ``path`` (as an audit event or sys.path carries it) names the export."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str):
+        return False
+    prefix = process.syscalls.export_prefix
+    return path.startswith(prefix) or path == prefix[:-1]
+
+
+def _importing_from_export(path: object) -> str:
+    return (f"the import system reached {path!r}, inside the simulated export: modules are "
+            "loaded from the real machine, so importing or compiling code from the "
+            "simulated filesystem is not simulated")
+
+
+def _export_path_hook(entry: object) -> NoReturn:
+    """A ``sys.path_hooks`` entry: refuse a ``sys.path`` entry inside the export.
+
+    The import system checks a directory on sys.path with a stat that
+    raises no audit event, so without this a program that put the export
+    on sys.path would look its modules up on the real machine and silently
+    find none.  Anywhere else the next hook takes the entry.
+    """
+    process = current_process()
+    if process is not None and _in_export(process, entry):
+        raise escape(process, _importing_from_export(entry))
+    raise ImportError("not a directory of the simulated export")
+
+
 _installed = False
 
 
@@ -168,3 +205,4 @@ def install() -> None:
     if not _installed:
         _installed = True
         sys.addaudithook(_hook)
+        sys.path_hooks.insert(0, _export_path_hook)

@@ -279,6 +279,54 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
     assert any(path.name.startswith("sub.") for path in (package / "__pycache__").iterdir())
 
 
+# -- code inside the export ------------------------------------------------------------
+
+
+def _write_plugin(directory: str) -> str:
+    os.makedirs(directory, exist_ok=True)
+    path = f"{directory}/plugin_in_export.py"
+    with open(path, "w") as source:
+        source.write("VALUE = 1\n")
+    return path
+
+
+def _import_through_sys_path(directory: str) -> object:
+    _write_plugin(directory)
+    sys.path.insert(0, directory)  # the test process's own sys.path: restored below
+    try:
+        import plugin_in_export  # type: ignore[import-not-found]  # noqa: F401
+    finally:
+        sys.path.remove(directory)
+        sys.path_importer_cache.pop(directory, None)
+    return "imported"
+
+
+def _import_from_file(directory: str) -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plugin", _write_plugin(directory))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile(directory: str) -> object:
+    import py_compile
+
+    return py_compile.compile(_write_plugin(directory), doraise=True)
+
+
+@pytest.mark.parametrize("program", [_import_through_sys_path, _import_from_file, _compile])
+def test_code_in_the_export_is_refused_not_looked_up_on_the_real_machine(program):
+    # The import system reads modules from the real machine (its calls are
+    # let through), so a module written to the simulated export would be
+    # looked for at the same path on the real disk and silently not found.
+    error = _run_refused(program, f"/shared/plugins-{program.__name__}")
+    assert "inside the simulated export" in str(error)
+    assert f"/shared/plugins-{program.__name__}" in str(error)
+
+
 # -- fork ------------------------------------------------------------------------------
 
 
