@@ -40,6 +40,8 @@ class Attrs:
     mtime_ns: int
     ctime_ns: int
     change: int
+    uid: int = 0  # every file is root's until a chown (the simulated processes run as root)
+    gid: int = 0
 
     @property
     def is_dir(self) -> bool:
@@ -58,8 +60,8 @@ _KIND_BITS: Final = {FILE: stat_mod.S_IFREG, DIR: stat_mod.S_IFDIR, LINK: stat_m
 class Inode:
     """One file, directory or symbolic link on the server."""
 
-    __slots__ = ("atime_ns", "change", "ctime_ns", "data", "entries", "fileid", "kind",
-                 "mode", "mtime_ns", "nlink")
+    __slots__ = ("atime_ns", "change", "ctime_ns", "data", "entries", "fileid", "gid", "kind",
+                 "mode", "mtime_ns", "nlink", "uid")
 
     def __init__(self, fileid: int, kind: str, mode: int, now_ns: int, change: int) -> None:
         self.fileid = fileid
@@ -70,12 +72,14 @@ class Inode:
         self.entries: dict[str, Inode] = {}
         self.atime_ns = self.mtime_ns = self.ctime_ns = now_ns
         self.change = change
+        self.uid = self.gid = 0
 
     def attrs(self) -> Attrs:
         # A symlink's size is its target's length, as lstat reports on Linux.
         size = 4096 if self.kind == DIR else len(self.data)
         return Attrs(self.fileid, self.kind, size, _KIND_BITS[self.kind] | self.mode, self.nlink,
-                     self.atime_ns, self.mtime_ns, self.ctime_ns, self.change)
+                     self.atime_ns, self.mtime_ns, self.ctime_ns, self.change, self.uid,
+                     self.gid)
 
 
 class Server:
@@ -299,8 +303,15 @@ class Server:
         return inode.attrs()
 
     def setattr(self, fileid: int, *, size: int | None = None, mode: int | None = None,
-                atime_ns: int | None = None, mtime_ns: int | None = None) -> Attrs:
+                atime_ns: int | None = None, mtime_ns: int | None = None,
+                uid: int | None = None, gid: int | None = None) -> Attrs:
         inode = self._live(fileid)
+        # The export is no_root_squash (compose/, the VM runner): root's
+        # chown is the server's to carry out, on a link too (lchown).
+        if uid is not None:
+            inode.uid = uid
+        if gid is not None:
+            inode.gid = gid
         if size is not None:
             if inode.kind == DIR:
                 raise simulated_oserror(errno.EISDIR)

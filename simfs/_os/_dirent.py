@@ -103,10 +103,10 @@ class SimScandirIterator:
 
 
 def stat_result(attrs: Attrs, dev: int) -> os.stat_result:
-    """An ``os.stat_result`` for simulated attributes (all files owned by root)."""
+    """An ``os.stat_result`` for simulated attributes."""
     ns = 1_000_000_000
     return os.stat_result((
-        attrs.mode, attrs.fileid, dev, attrs.nlink, 0, 0, attrs.size,
+        attrs.mode, attrs.fileid, dev, attrs.nlink, attrs.uid, attrs.gid, attrs.size,
         attrs.atime_ns // ns, attrs.mtime_ns // ns, attrs.ctime_ns // ns,
         attrs.atime_ns / ns, attrs.mtime_ns / ns, attrs.ctime_ns / ns,
         attrs.atime_ns, attrs.mtime_ns, attrs.ctime_ns,

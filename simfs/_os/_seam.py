@@ -78,6 +78,11 @@ class SyscallSeam(Protocol):
         """os.chmod (a descriptor: os.fchmod)."""
         ...
 
+    def chown(self, path: PathArg | int, uid: int, gid: int, *, dir_fd: int | None = None,
+              follow_symlinks: bool = True) -> None:
+        """os.chown (a descriptor: os.fchown)."""
+        ...
+
     def truncate(self, path: PathArg | int, length: int) -> None:
         """os.truncate."""
         ...

@@ -10,6 +10,7 @@ sent, and then yields to the scheduler.  The patched ``os``, ``io`` and
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import posixpath
 import stat as stat_mod
@@ -49,6 +50,30 @@ def _resolved_under(export: str) -> dict[str | bytes, tuple[str, tuple[str, ...]
     if export not in _RESOLVED and len(_RESOLVED) >= 64:
         _RESOLVED.clear()  # worlds on many exports (a strategy drawing them)
     return _RESOLVED.setdefault(export, {})
+
+
+# (uid_t)-1: what chown(2) reads as "leave it as it is".
+_KEEP_ID = (1 << 32) - 1
+
+
+def _owner_id(value: object, name: str) -> int | None:
+    """A uid or gid as CPython's ``_Py_Uid_Converter`` takes it; None to keep.
+
+    Raises:
+        TypeError: not an integer (``uid should be integer, not str``).
+        OverflowError: out of uid_t's range, worded as CPython words it.
+    """
+    try:
+        number = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} should be integer, not {type(value).__name__}") from None
+    if number in (-1, _KEEP_ID):
+        return None
+    if 0 <= number < _KEEP_ID:
+        return number
+    if number >= 1 << 64:  # beyond an unsigned long
+        raise OverflowError(f"{name} is greater than maximum")
+    raise OverflowError(f"{name} is less than minimum")
 
 
 def _named(path: object) -> object:
@@ -408,6 +433,19 @@ class Syscalls(FileCalls, DirectoryCalls):
             raise NotImplementedError(
                 "chmod: follow_symlinks unavailable on this platform") from None
 
+    def chown(self, path: PathArg | int, uid: int, gid: int, *, dir_fd: int | None = None,
+              follow_symlinks: bool = True) -> None:
+        """os.chown (a descriptor: os.fchown; ``follow_symlinks=False``: os.lchown).
+
+        A SETATTR of the owner; -1 keeps one.  The simulated processes run as
+        root on a no_root_squash export, which may give any file to anyone
+        (chown(2)), a symbolic link included.
+        """
+        owner, group = _owner_id(uid, "uid"), _owner_id(gid, "gid")
+        shown, target = self._target(path, dir_fd, follow_symlinks)
+        self._run("chown", shown, lambda: self._set(target(), uid=owner, gid=group),
+                  _named(path))
+
     def truncate(self, path: PathArg | int, length: int) -> None:
         if isinstance(path, int):
             self.ftruncate(path, length)
@@ -424,7 +462,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         shown, start, components = self._path(path, dir_fd)
         return shown, lambda: self._resolve(start, components, follow=follow)
 
-    def _set(self, target: Attrs | int, *, link_ok: bool = True, **changes: int) -> None:
+    def _set(self, target: Attrs | int, *, link_ok: bool = True, **changes: int | None) -> None:
         if not isinstance(target, int):
             if target.is_link and not link_ok:
                 raise simulated_oserror(errno.EOPNOTSUPP)
@@ -432,8 +470,11 @@ class Syscalls(FileCalls, DirectoryCalls):
         fileid = target
         if self._client.options.readonly:
             raise simulated_oserror(errno.EROFS)
-        if changes.get("size", 0) < 0:
+        size = changes.get("size")
+        if size is not None and size < 0:
             raise simulated_oserror(errno.EINVAL)
+        if all(value is None for value in changes.values()):
+            return  # chown(-1, -1): nfs_setattr sends no SETATTR with nothing to set
         self._client.setattr(fileid, **changes)
 
     def getcwd(self) -> str:

@@ -9,6 +9,7 @@ routes them all, running the standard library's own code unchanged.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import sys
 from collections.abc import Callable
@@ -30,7 +31,8 @@ _PATH_CALLS: dict[str, _Call] = {
     "replace": lambda s: s.rename, "link": lambda s: s.link, "utime": lambda s: s.utime,
     "access": lambda s: s.access, "chmod": lambda s: s.chmod, "truncate": lambda s: s.truncate,
     "readlink": lambda s: s.readlink, "chdir": lambda s: s.chdir,
-    "symlink": lambda s: s.symlink,
+    "symlink": lambda s: s.symlink, "chown": lambda s: s.chown,
+    "lchown": lambda s: functools.partial(s.chown, follow_symlinks=False),
 }
 # Functions whose first argument is a descriptor.
 _FD_CALLS: dict[str, _Call] = {
@@ -38,6 +40,7 @@ _FD_CALLS: dict[str, _Call] = {
     "pwrite": lambda s: s.pwrite, "close": lambda s: s.close, "fsync": lambda s: s.fsync,
     "fdatasync": lambda s: s.fsync, "fstat": lambda s: s.fstat, "lseek": lambda s: s.lseek,
     "ftruncate": lambda s: s.ftruncate, "dup": lambda s: s.dup, "fchmod": lambda s: s.chmod,
+    "fchown": lambda s: s.chown,
 }
 # Real things a simulated process must not do: the loud escapes of DESIGN §3.6.
 # os.fork and os.forkpty are refused by the audit hook instead (_audit): left
