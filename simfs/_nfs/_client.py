@@ -41,6 +41,7 @@ from typing import Final
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
 from ._dirops import DirectoryOps, Pin
+from ._fsstat import FsStat
 from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
 from ._lookup import CREATE as CREATE
 from ._lookup import EXCL as EXCL
@@ -198,6 +199,19 @@ class NfsClient(DirectoryOps, PageCacheOps):
         if error.errno == errno.ESTALE:
             self.stale.add(fileid)
             self.access.pop(fileid, None)
+
+    def fsstat(self, fileid: int) -> FsStat:
+        """FSSTAT, sent on every statfs (``nfs_statfs``, fs/nfs/super.c: no cache);
+        its post-op attributes are dropped, not cached."""
+        if fileid in self.stale:
+            raise simulated_oserror(errno.ESTALE)
+        self._rpc("FSSTAT")
+        try:
+            self.server.getattr(fileid)  # the handle must still be live
+        except OSError as error:
+            self._server_error(fileid, error)
+            raise
+        return self.server.fsstat()
 
     def getattr(self, fileid: int, *, force: bool = False) -> Attrs:
         """Cached attributes while valid, else a GETATTR (``nfs_revalidate_inode``).

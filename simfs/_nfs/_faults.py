@@ -28,7 +28,7 @@ from .._errors import FaultPlanError
 FAULTABLE_OPS: Final = frozenset({
     "stat", "open", "read", "write", "close", "fsync", "listdir", "scandir", "mkdir",
     "rmdir", "unlink", "rename", "link", "utime", "ftruncate", "truncate", "fstat",
-    "lseek", "chmod", "access", "flock", "lockf",
+    "lseek", "chmod", "chown", "access", "flock", "lockf", "statvfs",
 })
 
 

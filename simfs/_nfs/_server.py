@@ -19,6 +19,7 @@ from typing import Final
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
+from ._fsstat import FsStat, blocks_of, fsstat
 
 FILE: Final = "f"
 DIR: Final = "d"
@@ -327,6 +328,12 @@ class Server:
         if mtime_ns is not None:
             inode.mtime_ns = mtime_ns
         return inode.attrs()
+
+    def fsstat(self) -> FsStat:
+        """FSSTAT: the filesystem's space and inodes, orphaned files included."""
+        used = sum(blocks_of(is_dir=inode.kind == DIR, is_link=inode.kind == LINK,
+                             size=len(inode.data)) for inode in self.inodes.values())
+        return fsstat(used, len(self.inodes))
 
     def readdir(self, dir_id: int) -> list[tuple[str, Attrs]]:
         """READDIRPLUS: names in creation order (deterministic), with attributes."""

@@ -13,6 +13,7 @@ import stat as stat_mod
 from collections.abc import Callable, Iterator
 from types import TracebackType
 
+from .._nfs._fsstat import FsStat
 from .._nfs._server import Attrs
 
 
@@ -116,3 +117,28 @@ def stat_result(attrs: Attrs, dev: int) -> os.stat_result:
 
 # st_blksize of a Linux NFS mount: the negotiated rsize/wsize (1 MiB on knfsd).
 _NFS_BLKSIZE = 1 << 20
+_NFS_BLOCK_BITS = _NFS_BLKSIZE.bit_length() - 1
+# The mount's flags as statvfs reports them (the kernel's ST_* of the
+# mount: every simulated mount is relatime, /proc/mounts says; ro adds one).
+_ST_RDONLY = 1
+_ST_RELATIME = 4096
+_NAME_MAX = 255  # namlen=255 in /proc/mounts
+
+
+def statvfs_result(counts: FsStat, *, readonly: bool) -> os.statvfs_result:
+    """An ``os.statvfs_result`` as ``nfs_statfs`` (fs/nfs/super.c) builds it.
+
+    Block size and fragment size are the superblock's block size, the wsize
+    (1 MiB); the byte counts are rounded up to whole blocks; the free files
+    are the available ones (``afiles``), and glibc copies them to f_favail.
+    NFS leaves f_fsid unset, so it is 0.
+    """
+    round_up = _NFS_BLKSIZE - 1
+    return os.statvfs_result((
+        _NFS_BLKSIZE, _NFS_BLKSIZE,
+        (counts.tbytes + round_up) >> _NFS_BLOCK_BITS,
+        (counts.fbytes + round_up) >> _NFS_BLOCK_BITS,
+        (counts.abytes + round_up) >> _NFS_BLOCK_BITS,
+        counts.tfiles, counts.afiles, counts.afiles,
+        _ST_RELATIME | (_ST_RDONLY if readonly else 0), _NAME_MAX,
+    ), {"f_fsid": 0})

@@ -83,6 +83,10 @@ class SyscallSeam(Protocol):
         """os.chown (a descriptor: os.fchown)."""
         ...
 
+    def statvfs(self, path: PathArg | int) -> os.statvfs_result:
+        """os.statvfs (a descriptor: os.fstatvfs)."""
+        ...
+
     def truncate(self, path: PathArg | int, length: int) -> None:
         """os.truncate."""
         ...

@@ -22,7 +22,7 @@ from .._errors import SimulationEscape, errno_name, simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._server import EXPORT_DEV, Attrs
 from ._dircalls import DirectoryCalls
-from ._dirent import stat_result
+from ._dirent import stat_result, statvfs_result
 from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
 
@@ -445,6 +445,17 @@ class Syscalls(FileCalls, DirectoryCalls):
         shown, target = self._target(path, dir_fd, follow_symlinks)
         self._run("chown", shown, lambda: self._set(target(), uid=owner, gid=group),
                   _named(path))
+
+    def statvfs(self, path: PathArg | int) -> os.statvfs_result:
+        """os.statvfs (a descriptor: os.fstatvfs): one FSSTAT, every time."""
+        shown, target = self._target(path, None)
+
+        def effect() -> os.statvfs_result:
+            found = target()
+            counts = self._client.fsstat(found if isinstance(found, int) else found.fileid)
+            return statvfs_result(counts, readonly=self._client.options.readonly)
+
+        return self._run("statvfs", shown, effect, _named(path))
 
     def truncate(self, path: PathArg | int, length: int) -> None:
         if isinstance(path, int):

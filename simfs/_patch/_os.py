@@ -33,6 +33,7 @@ _PATH_CALLS: dict[str, _Call] = {
     "readlink": lambda s: s.readlink, "chdir": lambda s: s.chdir,
     "symlink": lambda s: s.symlink, "chown": lambda s: s.chown,
     "lchown": lambda s: functools.partial(s.chown, follow_symlinks=False),
+    "statvfs": lambda s: s.statvfs,
 }
 # Functions whose first argument is a descriptor.
 _FD_CALLS: dict[str, _Call] = {
@@ -40,7 +41,7 @@ _FD_CALLS: dict[str, _Call] = {
     "pwrite": lambda s: s.pwrite, "close": lambda s: s.close, "fsync": lambda s: s.fsync,
     "fdatasync": lambda s: s.fsync, "fstat": lambda s: s.fstat, "lseek": lambda s: s.lseek,
     "ftruncate": lambda s: s.ftruncate, "dup": lambda s: s.dup, "fchmod": lambda s: s.chmod,
-    "fchown": lambda s: s.chown,
+    "fchown": lambda s: s.chown, "fstatvfs": lambda s: s.statvfs,
 }
 # Real things a simulated process must not do: the loud escapes of DESIGN §3.6.
 # os.fork and os.forkpty are refused by the audit hook instead (_audit): left
@@ -50,7 +51,7 @@ _ESCAPES = (
     "system", "popen", "execv", "execve", "execl", "execle", "execlp",
     "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp",
     "spawnlpe", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "mkfifo",
-    "mknod", "chroot", "killpg", "statvfs", "fstatvfs",
+    "mknod", "chroot", "killpg",
 )
 _STDIO = (0, 1, 2)
 # Python 3.13's os functions name themselves in a NUL path's ValueError;

@@ -1,0 +1,53 @@
+"""FSSTAT: the space and inodes the export's filesystem reports (RFC 1813 3.3.18).
+
+The server exports a 1 TiB ext4 filesystem made with mke2fs's defaults
+(mke2fs(8), mke2fs.conf(5)): 4 KiB blocks, one inode per 16 KiB
+(``inode_ratio``), so 2**26 inodes, and 5 % of the blocks reserved for root
+(``-m``), which knfsd reports as the difference between free and available
+bytes (``fbytes``/``abytes``, from the exported filesystem's statfs).  What
+the files take is counted as ext4 counts it: a regular file's data in whole
+blocks, a directory one block, a symbolic link of fewer than 60 bytes none
+(its target lives in the inode, a "fast symlink").
+
+The data lives in memory, so the export never fills: a run that must see a
+full disk injects ENOSPC with a ``FaultPlan``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+BLOCK: Final = 4096
+TOTAL_BYTES: Final = 1 << 40
+TOTAL_FILES: Final = TOTAL_BYTES // (16 * 1024)
+RESERVED_BYTES: Final = TOTAL_BYTES * 5 // 100
+FAST_SYMLINK_MAX: Final = 59  # ext4: a target shorter than 60 bytes sits in the inode
+
+
+@dataclass(frozen=True, slots=True)
+class FsStat:
+    """An FSSTAT reply's counts (bytes and files: total, free, available)."""
+
+    tbytes: int
+    fbytes: int
+    abytes: int
+    tfiles: int
+    ffiles: int
+    afiles: int
+
+
+def blocks_of(*, is_dir: bool, is_link: bool, size: int) -> int:
+    """The ext4 blocks one inode's content takes."""
+    if is_dir:
+        return 1
+    if is_link and size <= FAST_SYMLINK_MAX:
+        return 0
+    return -(-size // BLOCK)
+
+
+def fsstat(used_blocks: int, inodes: int) -> FsStat:
+    """What FSSTAT answers with ``used_blocks`` taken and ``inodes`` in use."""
+    free = max(TOTAL_BYTES - used_blocks * BLOCK, 0)
+    files = max(TOTAL_FILES - inodes, 0)
+    return FsStat(TOTAL_BYTES, free, max(free - RESERVED_BYTES, 0), TOTAL_FILES, files, files)
