@@ -56,6 +56,11 @@ class LockTable:
         """(owner, start, end, exclusive) of every lock on a file, for tests and reports."""
         return [(r.owner, r.start, r.end, r.exclusive) for r in self._locks.get(fileid, [])]
 
+    def conflicts(self, fileid: int, owner: Hashable, start: float, end: float, *,
+                  exclusive: bool) -> bool:
+        """Whether another owner's lock stands in the way (F_GETLK, NLM TEST)."""
+        return self._conflict(fileid, owner, start, end, exclusive)
+
     def _conflict(self, fileid: int, owner: Hashable, start: float, end: float,
                   exclusive: bool) -> bool:
         for record in self._locks.get(fileid, ()):

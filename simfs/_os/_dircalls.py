@@ -169,7 +169,10 @@ class DirectoryCalls(PathWalk):
 
         self._run("symlink", f"{shown} -> {text}", effect, target, path)
 
-    def chdir(self, path: PathArg) -> None:
+    def chdir(self, path: PathArg | int) -> None:
+        if isinstance(path, int):
+            self._fchdir(path)
+            return
         shown, start, components = self._path(path)
 
         def effect() -> None:
@@ -180,6 +183,22 @@ class DirectoryCalls(PathWalk):
             self._group.cwd_id = attrs.fileid
 
         self._run("chdir", shown, effect, path)
+
+    def _fchdir(self, fd: int) -> None:
+        """fchdir(2): into an open directory, by its handle; no RPC, and a
+        directory removed since stays the (stale) working directory.
+
+        The new working directory's path is the one it was opened by.
+        """
+        open_file = self._file(fd)
+
+        def effect() -> None:
+            if not open_file.is_dir:
+                raise simulated_oserror(errno.ENOTDIR)
+            self._group.cwd = open_file.path
+            self._group.cwd_id = open_file.fileid
+
+        self._run("chdir", open_file.path, effect)
 
     def _writable_mount(self) -> None:
         if self._client.options.readonly:

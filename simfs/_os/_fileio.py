@@ -354,6 +354,35 @@ class FileCalls(PathWalk):
         self._run("lockf", open_file.path, effect)
 
 
+    def advise(self, fd: int, advice: int) -> None:
+        """posix_fadvise with an access-pattern hint: nothing a program sees changes."""
+        open_file = self._file(fd)
+        self._run("posix_fadvise", open_file.path, lambda: advice)
+
+    def held_fds(self) -> list[int]:
+        """The simulated descriptors the process holds, lowest first."""
+        return sorted(self._fds)
+
+    def lock_test(self, fd: int, length: int) -> bool:
+        """os.lockf's F_TEST: whether another process holds a write lock on
+        the ``length`` bytes from the offset (0: to the end), as glibc's
+        lockf asks F_GETLK with a read lock."""
+        open_file = self._file(fd)
+
+        def effect() -> str:
+            first = open_file.pos
+            end = INFINITY if length == 0 else first + length
+            if length < 0:
+                first, end = first + length, first
+            if first < 0:
+                raise simulated_oserror(errno.EINVAL)
+            locked = self._world.locks.conflicts(open_file.fileid, self._posix_owner(),
+                                                 first, end, exclusive=False)
+            return "F_TEST: locked" if locked else "F_TEST: unlocked"
+
+        return self._run("lockf", open_file.path, effect) == "F_TEST: locked"
+
+
 _LOCK_SH, _LOCK_EX, _LOCK_NB, _LOCK_UN = 1, 2, 4, 8
 
 

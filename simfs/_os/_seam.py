@@ -130,8 +130,8 @@ class SyscallSeam(Protocol):
         """os.symlink."""
         ...
 
-    def chdir(self, path: PathArg) -> None:
-        """os.chdir."""
+    def chdir(self, path: PathArg | int) -> None:
+        """os.chdir (a descriptor: os.fchdir)."""
         ...
 
     # -- descriptors ------------------------------------------------------------
@@ -200,4 +200,16 @@ class SyscallSeam(Protocol):
     def lockf(self, fd: int, command: int, length: int = 0, start: int = 0,
               whence: int = 0) -> None:
         """fcntl.lockf."""
+        ...
+
+    def advise(self, fd: int, advice: int) -> None:
+        """os.posix_fadvise with an access-pattern hint."""
+        ...
+
+    def held_fds(self) -> list[int]:
+        """The simulated descriptors the process holds, lowest first."""
+        ...
+
+    def lock_test(self, fd: int, length: int) -> bool:
+        """os.lockf(F_TEST): whether another process write-locks the range."""
         ...

@@ -26,6 +26,7 @@ from . import (
     _audit,
     _compat,
     _cpu,
+    _descriptors,
     _environ,
     _escapes,
     _fcntl,
@@ -68,7 +69,7 @@ def install() -> None:
         _installed = True
         for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
                        _native, _compat, _logging, _environ, _session, _users, _limits,
-                       _audit, _probes):
+                       _audit, _probes, _descriptors):
             module.install()
         from . import _asyncio
 

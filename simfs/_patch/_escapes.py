@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import _posixsubprocess
 import _socket
+import errno
 import os
 import socket
 import subprocess
@@ -31,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from .._errors import simulated_oserror
 from ._imports import when_imported
 from ._registry import escape, patch
 
@@ -76,7 +78,51 @@ def install() -> None:
                 why="a pipe is a pair of real descriptors; use a file under the export"))
     patch(_posixsubprocess, "fork_exec", _refuse_in_world(
         _posixsubprocess.fork_exec, "_posixsubprocess.fork_exec", why=_PROCESSES))
+    _install_process_wide()
     _install_multiprocessing()
+
+
+# Calls that change the whole test process (its ids, priority, CPUs, its
+# terminal's foreground group) or end it: in a simulated process, refused.
+_IDS = ("setuid", "seteuid", "setgid", "setegid", "setreuid", "setregid", "setresuid",
+        "setresgid", "setgroups", "initgroups")
+_SCHEDULING = ("nice", "setpriority", "sched_setaffinity", "sched_setparam",
+               "sched_setscheduler")
+_WAITS = ("wait", "wait3", "wait4", "waitid", "waitpid")
+
+
+def _no_children(real: Any) -> Any:
+    """os.wait*: a simulated process has no children (it cannot fork), so ECHILD,
+    as the kernel answers; the real call could reap the test process's own."""
+
+    def route(*args: Any, **kwargs: Any) -> Any:
+        if current_process() is None:
+            return real(*args, **kwargs)
+        raise simulated_oserror(errno.ECHILD)
+
+    return route
+
+
+def _install_process_wide() -> None:
+    for name in _IDS:
+        if hasattr(os, name):
+            patch(os, name, _refuse_in_world(
+                getattr(os, name), f"os.{name}",
+                why="simulated processes run as root; changing ids is not simulated"))
+    for name in _SCHEDULING:
+        if hasattr(os, name):
+            patch(os, name, _refuse_in_world(
+                getattr(os, name), f"os.{name}",
+                why="it would change the test process's own scheduling"))
+    for name in ("tcsetpgrp", "login_tty"):
+        if hasattr(os, name):
+            patch(os, name, _refuse_in_world(getattr(os, name), f"os.{name}",
+                                             why="a simulated process has no terminal"))
+    patch(os, "abort", _refuse_in_world(os.abort, "os.abort",
+                                        why="it would end the test process itself"))
+    for name in _WAITS:
+        if hasattr(os, name):
+            patch(os, name, _no_children(getattr(os, name)))
 
 
 def _install_multiprocessing() -> None:

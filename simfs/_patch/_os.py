@@ -214,6 +214,8 @@ def _install_specials() -> None:
     real_getcwd = os.getcwd
     real_getpid = os.getpid
     real_urandom = os.urandom
+    real_getrandom = os.getrandom
+    real_getcwdb = os.getcwdb
     real_sendfile = os.sendfile
     real_isatty = os.isatty
     real_kill = os.kill
@@ -245,6 +247,19 @@ def _install_specials() -> None:
         if process is None:
             return real_urandom(size)
         return process.group_random().randbytes(size)
+
+    def getrandom(size: int, flags: int = 0) -> bytes:
+        # The kernel's random bytes, as urandom's: seeded per process.
+        process = current_process()
+        if process is None:
+            return real_getrandom(size, flags)
+        if size < 0:
+            raise ValueError("negative argument not allowed")
+        return process.group_random().randbytes(size)
+
+    def getcwdb() -> bytes:
+        process = current_process()
+        return real_getcwdb() if process is None else os.fsencode(process.syscalls.getcwd())
 
     def sendfile(out_fd: int, in_fd: int, offset: int | None, count: int) -> int:
         process = current_process()
@@ -279,8 +294,9 @@ def _install_specials() -> None:
         raise simulated_oserror(errno.ENOTSUP)
 
     for name, route in (("lstat", lstat), ("getcwd", getcwd), ("getpid", getpid),
-                        ("urandom", urandom), ("sendfile", sendfile), ("isatty", isatty),
-                        ("kill", kill), ("uname", uname)):
+                        ("urandom", urandom), ("getrandom", getrandom), ("getcwdb", getcwdb),
+                        ("sendfile", sendfile), ("isatty", isatty), ("kill", kill),
+                        ("uname", uname)):
         patch(os, name, route)
     for name in ("listxattr", "getxattr", "setxattr", "removexattr"):
         if hasattr(os, name):
