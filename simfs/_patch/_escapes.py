@@ -14,6 +14,7 @@ unrelated ``os.close`` of a real descriptor was refused):
 - ``os.pipe``/``pipe2``: real descriptors, the first thing ``spawnv_passfds``
   and ``subprocess`` make;
 - ``_posixsubprocess.fork_exec``: the fork itself, however it is reached;
+- ``dbm.gnu.open``/``dbm.ndbm.open``: a C library writing the real disk;
 - ``multiprocessing.pool.Pool``, ``concurrent.futures.ProcessPoolExecutor``,
   ``multiprocessing``'s ``Process.start`` and its semaphores (``SemLock``,
   a real named semaphore in /dev/shm), refused in their constructors.
@@ -79,6 +80,7 @@ def install() -> None:
     patch(_posixsubprocess, "fork_exec", _refuse_in_world(
         _posixsubprocess.fork_exec, "_posixsubprocess.fork_exec", why=_PROCESSES))
     _install_process_wide()
+    _install_dbm()
     _install_multiprocessing()
 
 
@@ -123,6 +125,23 @@ def _install_process_wide() -> None:
     for name in _WAITS:
         if hasattr(os, name):
             patch(os, name, _no_children(getattr(os, name)))
+
+
+def _install_dbm() -> None:
+    """dbm.gnu and dbm.ndbm: C libraries (gdbm, ndbm) doing their own file
+    I/O at an absolute path, which no route or audit event sees; where one
+    is built (Debian's python3 has ndbm), it is shelve's default backend."""
+    why = ("the C library does its own file I/O, which the simulation cannot see; "
+           "dbm.dumb is plain Python and works, shelve.Shelf(dbm.dumb.open(...)) too")
+
+    def route(name: str) -> Callable[[ModuleType], None]:
+        def refuse(module: ModuleType) -> None:
+            patch(module, "open", _refuse_in_world(module.open, f"{name}.open", why=why))
+
+        return refuse
+
+    for name in ("dbm.gnu", "dbm.ndbm"):
+        when_imported(name, route(name))
 
 
 def _install_multiprocessing() -> None:

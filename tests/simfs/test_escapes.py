@@ -279,6 +279,38 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
     assert any(path.name.startswith("sub.") for path in (package / "__pycache__").iterdir())
 
 
+# -- C dbm -----------------------------------------------------------------------------
+
+_C_DBM = """
+import os, sys, types
+# A stand-in for the C module where none is built (pyenv's builds have no
+# ndbm; Debian's python3 has): its open writes the path itself, as ndbm does.
+fake = types.ModuleType("dbm.ndbm")
+def open(path, flag="r", mode=0o666):
+    raise AssertionError("the real C open ran: " + path)
+fake.open = open
+sys.modules["dbm.ndbm"] = fake
+from simfs import World, SimulationEscape
+import dbm.ndbm
+w = World()
+w.spawn(w.host("a"), lambda: dbm.ndbm.open("/shared/ledger", "c"))
+try:
+    w.run()
+except SimulationEscape as error:
+    print(error)
+"""
+
+
+def test_a_c_dbm_is_refused_before_its_library_writes_the_real_disk():
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _C_DBM], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "dbm.ndbm.open('/shared/ledger', 'c') reaches the real machine" in done.stdout
+    assert "dbm.dumb" in done.stdout
+
+
 # -- code inside the export ------------------------------------------------------------
 
 
