@@ -1,13 +1,15 @@
 """FSSTAT: the space and inodes the export's filesystem reports (RFC 1813 3.3.18).
 
-The server exports a 1 TiB ext4 filesystem made with mke2fs's defaults
-(mke2fs(8), mke2fs.conf(5)): 4 KiB blocks, one inode per 16 KiB
+The server exports a 1 TiB filesystem laid out as mke2fs's defaults lay
+out an ext4 (mke2fs(8), mke2fs.conf(5)): 4 KiB blocks, one inode per 16 KiB
 (``inode_ratio``), so 2**26 inodes, and 5 % of the blocks reserved for root
 (``-m``), which knfsd reports as the difference between free and available
 bytes (``fbytes``/``abytes``, from the exported filesystem's statfs).  What
 the files take is counted as ext4 counts it: a regular file's data in whole
 blocks, a directory one block, a symbolic link of fewer than 60 bytes none
-(its target lives in the inode, a "fast symlink").
+(its target lives in the inode, a "fast symlink").  An idealisation: a real
+ext4 of that size reports less than 1 TiB and fewer free inodes, having
+spent some on its own metadata (inode tables, journal, reserved inodes).
 
 The data lives in memory, so the export never fills: a run that must see a
 full disk injects ENOSPC with a ``FaultPlan``.

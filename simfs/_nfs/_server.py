@@ -313,6 +313,13 @@ class Server:
             inode.uid = uid
         if gid is not None:
             inode.gid = gid
+        if (uid is not None or gid is not None) and inode.kind != DIR:
+            # chown(2): a file's set-user-ID bit goes, and its set-group-ID
+            # bit when group-executable, even for root (Linux >= 2.2.13);
+            # knfsd asks the same (nfsd_sanitize_attrs).
+            inode.mode &= ~stat_mod.S_ISUID
+            if inode.mode & stat_mod.S_IXGRP:
+                inode.mode &= ~stat_mod.S_ISGID
         if size is not None:
             if inode.kind == DIR:
                 raise simulated_oserror(errno.EISDIR)

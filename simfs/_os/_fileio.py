@@ -284,6 +284,28 @@ class FileCalls(PathWalk):
 
         return self._run("sendfile", f"{source.path} -> {destination.path}", effect)
 
+    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int | None = None,
+                        offset_dst: int | None = None) -> int:
+        """copy_file_range(2).  NFSv3 has no COPY, so the kernel copies through
+        the page cache (``generic_copy_file_range``): a read and a write, as
+        sendfile does; an offset given is used and left as it was, else the
+        descriptor's own moves."""
+        source = self._file(src)
+        destination = self._file(dst)
+
+        def effect() -> int:
+            if destination.append:
+                raise simulated_oserror(errno.EBADF)  # copy_file_range(2): O_APPEND out
+            if source.fileid == destination.fileid:
+                start = source.pos if offset_src is None else offset_src
+                target = destination.pos if offset_dst is None else offset_dst
+                if start < target + count and target < start + count:
+                    raise simulated_oserror(errno.EINVAL)  # overlapping ranges of one file
+            data = self._read(source, count, offset_src)
+            return self._write(destination, data, offset_dst)
+
+        return self._run("copy_file_range", f"{source.path} -> {destination.path}", effect)
+
     # -- locks ------------------------------------------------------------------
 
     def _granted(self, operation: int, delayed: float) -> str:

@@ -202,6 +202,11 @@ class SyscallSeam(Protocol):
         """fcntl.lockf."""
         ...
 
+    def copy_file_range(self, src: int, dst: int, count: int, offset_src: int | None = None,
+                        offset_dst: int | None = None) -> int:
+        """os.copy_file_range between two simulated files."""
+        ...
+
     def advise(self, fd: int, advice: int) -> None:
         """os.posix_fadvise with an access-pattern hint."""
         ...

@@ -71,7 +71,7 @@ def _owner_id(value: object, name: str) -> int | None:
         return None
     if 0 <= number < _KEEP_ID:
         return number
-    if number >= 1 << 64:  # beyond an unsigned long
+    if number >= 1 << 63:  # beyond a C long (measured on 3.11-3.13)
         raise OverflowError(f"{name} is greater than maximum")
     raise OverflowError(f"{name} is less than minimum")
 
@@ -272,8 +272,10 @@ class Syscalls(FileCalls, DirectoryCalls):
             components = text[len(self.export_prefix):].split("/")
         else:
             raise self.escape(f"path {text!r} is outside the export {self._export!r}")
-        if dir_fd is None and written.startswith("/") and len(self._resolved) < 4096:
+        if dir_fd is None and written.startswith("/"):
             # Absolute paths resolve the same way every time: pollers repeat them.
+            if len(self._resolved) >= 4096:
+                self._resolved.clear()  # a run that named many paths; start again
             self._resolved[written] = (text, tuple(components))
         return text, self._client.root, components
 

@@ -120,8 +120,15 @@ def _install_process_wide() -> None:
         if hasattr(os, name):
             patch(os, name, _refuse_in_world(getattr(os, name), f"os.{name}",
                                              why="a simulated process has no terminal"))
-    patch(os, "abort", _refuse_in_world(os.abort, "os.abort",
-                                        why="it would end the test process itself"))
+    for name in ("abort", "_exit"):
+        patch(os, name, _refuse_in_world(
+            getattr(os, name), f"os.{name}",
+            why="it would end the test process itself (sys.exit ends a simulated one)"))
+    for name in ("unshare", "setns"):
+        if hasattr(os, name):
+            patch(os, name, _refuse_in_world(
+                getattr(os, name), f"os.{name}",
+                why="it would move the test process itself into other namespaces"))
     for name in _WAITS:
         if hasattr(os, name):
             patch(os, name, _no_children(getattr(os, name)))

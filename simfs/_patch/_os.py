@@ -9,7 +9,6 @@ routes them all, running the standard library's own code unchanged.
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import sys
 from collections.abc import Callable
@@ -32,9 +31,16 @@ _PATH_CALLS: dict[str, _Call] = {
     "access": lambda s: s.access, "chmod": lambda s: s.chmod, "truncate": lambda s: s.truncate,
     "readlink": lambda s: s.readlink, "chdir": lambda s: s.chdir,
     "symlink": lambda s: s.symlink, "chown": lambda s: s.chown,
-    "lchown": lambda s: functools.partial(s.chown, follow_symlinks=False),
+    "lchown": lambda s: _lchown(s),
     "statvfs": lambda s: s.statvfs,
 }
+def _lchown(syscalls: SyscallSeam) -> Callable[..., None]:
+    def lchown(path: Any, uid: int, gid: int) -> None:  # os.lchown takes no other keyword
+        syscalls.chown(path, uid, gid, follow_symlinks=False)
+
+    return lchown
+
+
 # Functions whose first argument is a descriptor.
 _FD_CALLS: dict[str, _Call] = {
     "read": lambda s: s.read, "write": lambda s: s.write, "pread": lambda s: s.pread,
@@ -54,6 +60,10 @@ _ESCAPES = (
     "mknod", "chroot", "killpg",
 )
 _STDIO = (0, 1, 2)
+# GRND_NONBLOCK, GRND_RANDOM, GRND_INSECURE: getrandom(2) is EINVAL for any other bit.
+_GETRANDOM_FLAGS = 1 | 2 | 4
+_STDIO_PASSES = frozenset({"read", "write", "pread", "pwrite", "fsync", "fdatasync", "fstat",
+                           "fstatvfs"})
 # Python 3.13's os functions name themselves in a NUL path's ValueError;
 # open() and older releases say "embedded null byte".
 _OS_NAMES_NULL_BYTES = sys.version_info >= (3, 13)
@@ -66,7 +76,7 @@ _HOST_ANSWERS = frozenset({"stat", "access", "readlink", "mkdir"})
 _TAKES_SRC = frozenset({"rename", "replace", "link", "symlink"})
 # The calls whose path may be None (the working directory).
 _NULLABLE = frozenset({"listdir", "scandir"})
-_NAMES_BAD_FD = frozenset({"stat", "chdir", "chmod"}
+_NAMES_BAD_FD = frozenset({"stat", "chdir", "chmod", "chown", "statvfs"}
                           | ({"utime"} if sys.version_info >= (3, 13) else set()))
 
 
@@ -83,7 +93,9 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
         if not args:
             return call(syscalls)(*args, **kwargs)
         first = args[0]
-        if first.__class__ is not str and not isinstance(first, (int, bytes)):
+        if first is None and name in _NULLABLE:
+            return call(syscalls)()  # os.listdir(None): the working directory
+        if first.__class__ is not str and not isinstance(first, (str, int, bytes)):
             # A Path: its text read once here, not again in every layer
             # below (a poll of marker.exists() read it three times).  The
             # real call names the text, not the Path, in its error too.
@@ -156,6 +168,10 @@ def _naming_null_bytes(route: Callable[..., Any], name: str) -> Callable[..., An
 
 
 def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
+    # The standard streams are the test process's own: a program's output
+    # goes through them, but closing, seeking, truncating or re-owning one
+    # would change the test process itself.
+    reads_stdio = real.__name__ in _STDIO_PASSES
     def route(fd: Any, *args: Any, **kwargs: Any) -> Any:
         process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is None:
@@ -166,7 +182,10 @@ def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
         if syscalls.owns_fd(fd):
             return call(syscalls)(fd, *args, **kwargs)
         if fd in _STDIO:
-            return real(fd, *args, **kwargs)
+            if reads_stdio:
+                return real(fd, *args, **kwargs)
+            raise escape(process, f"os.{real.__name__}({fd}) would change the test "
+                                  "process's own standard stream")
         _fds.refuse_foreign(process, fd, f"os.{real.__name__}({fd})")
 
     return route
@@ -253,8 +272,8 @@ def _install_specials() -> None:
         process = current_process()
         if process is None:
             return real_getrandom(size, flags)
-        if size < 0:
-            raise ValueError("negative argument not allowed")
+        if size < 0 or flags & ~_GETRANDOM_FLAGS:
+            raise simulated_oserror(errno.EINVAL)
         return process.group_random().randbytes(size)
 
     def getcwdb() -> bytes:

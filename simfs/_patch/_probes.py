@@ -34,8 +34,12 @@ def _absent(process: Process, text: Any) -> bool:
             and "/.." not in text and syscalls.cached_absent(text))
 
 
-def _os_path_route(real: Callable[[Any], bool]) -> Callable[[Any], bool]:
-    def route(path: Any) -> bool:
+def _os_path_route(real: Callable[..., bool]) -> Callable[..., bool]:
+    def route(*args: Any, **kwargs: Any) -> bool:
+        # By keyword (isdir names its argument ``s``): the body itself.
+        if kwargs or len(args) != 1:
+            return real(*args, **kwargs)
+        path = args[0]
         process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is not None:
             if path.__class__ is not str and hasattr(type(path), "__fspath__"):

@@ -24,6 +24,7 @@ from simfs import World
 from simfs._engine._scheduler import current_process
 from simfs._nfs import _client as nfs
 from simfs._nfs._client import NfsClient
+from simfs._os._syscalls import Syscalls
 
 NAMES = ("a", "b", "c")
 DIRS = ("/shared/d", "/shared/d/e")
@@ -187,8 +188,20 @@ def test_exists_isfile_and_isdir_answer_and_trace_as_their_stdlib_bodies(mount, 
     # The routes answer "absent" from the caches without building an
     # exception (simfs/_patch/_probes.py); the standard library's own bodies
     # call the os.stat route and catch its OSError.  Same calls, same answers.
+    absent = []
+    original = Syscalls.cached_absent
+
+    def counted(self: Syscalls, path: str) -> bool:
+        absent.append(original(self, path))
+        return absent[-1]
+
+    monkeypatch.setattr(Syscalls, "cached_absent", counted)
     routed = _probed_run(mount, seed)
     assert True in routed[1] and False in routed[1]
+    # The routes' own answer was taken, or this compares nothing; only where
+    # negative entries are cached at all (not lookupcache=none or positive).
+    assert (True in absent) == ("lookupcache" not in mount)
+    monkeypatch.setattr(Syscalls, "cached_absent", original)
     owners = {os.path, *(klass for name in ("exists", "is_file", "is_dir")
                          for klass in Path.__mro__ if name in vars(klass))}
     for owner in owners:

@@ -141,7 +141,6 @@ def test_posix_fadvise_hints_are_events_and_dontneed_is_refused():
 
 REFUSED: list[tuple[str, Callable[[int], object]]] = [
     ("posix_fallocate", lambda fd: os.posix_fallocate(fd, 0, 10)),
-    ("copy_file_range", lambda fd: os.copy_file_range(fd, fd, 1, 0, 5)),
     ("splice", lambda fd: os.splice(fd, fd, 1)),
     ("dup2", lambda fd: os.dup2(fd, fd + 1)),
     ("fpathconf", lambda fd: os.fpathconf(fd, "PC_NAME_MAX")),
@@ -178,6 +177,7 @@ def test_a_standard_stream_s_flags_may_be_read_not_changed():
 
 
 PROCESS_WIDE: list[tuple[str, Callable[[], object]]] = [
+    *([("unshare", lambda: os.unshare(0))] if hasattr(os, "unshare") else []),
     ("setuid", lambda: os.setuid(1000)), ("setgroups", lambda: os.setgroups([1])),
     ("nice", lambda: os.nice(5)), ("sched_setaffinity", lambda: os.sched_setaffinity(0, {0})),
     ("abort", lambda: os.abort()), ("pathconf", lambda: os.pathconf("/shared", "PC_NAME_MAX")),
@@ -210,3 +210,121 @@ def test_getrandom_is_seeded_like_urandom():
 
     first, again, other = _run(draw)[0], _run(draw)[0], _run(draw, seed=2)[0]
     assert first == again != other and len(first) == 16  # type: ignore[arg-type]
+
+
+def test_vectored_calls_check_their_buffers_as_the_real_ones_before_reading(tmp_path):
+    # CPython takes a sequence of buffers, and for readv all writable, before
+    # the read: the offset does not move.
+    real = tmp_path / "real"
+    real.write_bytes(b"abcdef")
+
+    def errors(fd: int) -> list[str]:
+        answers = []
+        for call in (lambda: os.readv(fd, [b"xxxx"]), lambda: os.readv(fd, iter([bytearray(2)])),
+                     lambda: os.writev(fd, (b for b in [b"x"]))):
+            try:
+                call()
+            except (TypeError, BufferError) as error:
+                answers.append(repr(error))
+        return [*answers, str(os.lseek(fd, 0, os.SEEK_CUR))]
+
+    fd = os.open(real, os.O_RDWR)
+    expected = errors(fd)
+    os.close(fd)
+
+    def program() -> list[str]:
+        with open(FILE, "wb") as file:
+            file.write(b"abcdef")
+        return errors(os.open(FILE, os.O_RDWR))
+
+    assert _run(program)[0] == expected
+    assert len(expected) == 4 and expected[-1] == "0"
+
+
+def test_copy_file_range_copies_between_simulated_files_as_a_read_and_a_write():
+    def program() -> list[object]:
+        with open(FILE, "wb") as file:
+            file.write(b"0123456789")
+        src = os.open(FILE, os.O_RDONLY)
+        dst = os.open("/shared/copy", os.O_RDWR | os.O_CREAT)
+        copied = [os.copy_file_range(src, dst, 4), os.copy_file_range(src, dst, 3, 7, 8)]
+        positions = [os.lseek(src, 0, os.SEEK_CUR), os.lseek(dst, 0, os.SEEK_CUR)]
+        appending = os.open("/shared/copy", os.O_WRONLY | os.O_APPEND)
+        both = os.open(FILE, os.O_RDWR)
+        failures = [_errno_of(lambda: os.copy_file_range(src, appending, 1)),
+                    _errno_of(lambda: os.copy_file_range(both, both, 4, 0, 2))]
+        return [copied, positions, os.pread(dst, 20, 0), failures]
+
+    # copy_file_range(2): offsets given are used and left; O_APPEND output is
+    # EBADF; overlapping ranges of one file are EINVAL.
+    assert _run(program)[0] == [[4, 3], [4, 4], b"0123" + bytes(4) + b"789", ["EBADF", "EINVAL"]]
+
+
+def test_closerange_goes_on_past_a_close_that_fails():
+    from simfs import FaultPlan, FaultRule
+
+    def program() -> list[object]:
+        fds = [os.open(f"/shared/f{i}", os.O_WRONLY | os.O_CREAT) for i in range(3)]
+        os.closerange(0, 1 << 30)
+        return [_errno_of(lambda fd=fd: os.fstat(fd)) for fd in fds]
+
+    world = World(seed=1, faults=FaultPlan([FaultRule(op="close", path="/shared/f0",
+                                                      errno=errno.EIO)]))
+    process = world.spawn(world.host("a"), program)
+    world.run()
+    assert process.result() == ["EBADF"] * 3
+
+
+def test_a_file_object_works_where_cpython_takes_one_and_is_refused_where_not():
+    def program() -> list[object]:
+        os.mkdir("/shared/d")
+        with open("/shared/d/f", "w") as file:
+            os.fchdir(os.open("/shared/d", os.O_RDONLY))
+            answers: list[object] = [os.getcwd()]
+            try:
+                os.lockf(file, os.F_TLOCK, 0)
+            except TypeError as error:
+                answers.append(str(error))
+        return answers
+
+    assert _run(program)[0] == [
+        "/shared/d", "'_io.TextIOWrapper' object cannot be interpreted as an integer"]
+
+
+def test_getrandom_refuses_what_the_kernel_refuses():
+    def errors() -> list[object]:
+        return [_errno_of(lambda: os.getrandom(-1)), _errno_of(lambda: os.getrandom(1, 8))]
+
+    assert _run(errors)[0] == errors() == ["EINVAL", "EINVAL"]
+
+
+@pytest.mark.parametrize("call", [lambda: os.close(1), lambda: os.ftruncate(1, 0),
+                                  lambda: os.lseek(1, 0, os.SEEK_SET), lambda: os.dup(2),
+                                  lambda: os.fchmod(2, 0o600)])
+def test_a_standard_stream_is_never_closed_or_changed_from_inside(call):
+    world = World(seed=1)
+    world.spawn(world.host("a"), call)
+    with pytest.raises(SimulationEscape, match="test process's own standard stream"):
+        world.run()
+
+
+_EXIT = """
+import os
+from simfs import World, SimulationEscape
+w = World()
+w.spawn(w.host("a"), lambda: os._exit(0))
+try:
+    w.run()
+except SimulationEscape as error:
+    print(error)
+"""
+
+
+def test_os_exit_in_a_simulated_process_does_not_end_the_test_process():
+    # Run apart: were it not refused, it would end this pytest with status 0.
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _EXIT], capture_output=True, text=True,
+                          timeout=60)
+    assert "os._exit(0) reaches the real machine" in done.stdout, (done.stdout, done.stderr)

@@ -26,7 +26,8 @@ CALLS: list[Callable[[], object]] = [
     # The path calls that also take a descriptor.
     lambda: os.stat(1 << 20), lambda: os.listdir(1 << 20), lambda: os.scandir(1 << 21),
     lambda: os.chdir(1 << 20), lambda: os.chmod(1 << 20, 0o644), lambda: os.utime(1 << 20),
-    lambda: os.truncate(1 << 20, 0),
+    lambda: os.truncate(1 << 20, 0), lambda: os.chown(1 << 20, 0, 0),
+    lambda: os.statvfs(1 << 20),
 ]
 
 
@@ -72,3 +73,22 @@ def test_a_first_argument_that_is_no_path_is_refused_as_the_real_call_refuses_it
     process = world.spawn(world.host("a"), type_error_of, call)
     world.run()
     assert process.result() == type_error_of(call) != "no error"
+
+
+class _Text(str):
+    """A str subclass, as numpy.str_ is: a path, not a thing with __fspath__."""
+
+
+def test_a_str_subclass_is_a_path_and_none_is_the_working_directory_for_listdir():
+    def program() -> list[object]:
+        os.makedirs("/shared/d")
+        os.chdir("/shared/d")
+        with open("f", "w"):
+            pass
+        return [os.stat(_Text("/shared/d/f")).st_size, os.path.exists(_Text("/shared/d/f")),
+                os.listdir(None), [entry.name for entry in os.scandir(None)]]
+
+    world = World(seed=0)
+    process = world.spawn(world.host("a"), program)
+    world.run()
+    assert process.result() == [0, True, ["f"], ["f"]]

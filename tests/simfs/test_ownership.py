@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import io
 import os
+import stat
 import tarfile
 import tempfile
 import time
@@ -95,8 +96,8 @@ def test_lchown_gives_the_link_itself_and_fchown_the_open_file():
     assert _run(program)[0] == [(7, 8), (0, 0), (7, 8), (3, 4), (9, 10)]
 
 
-BAD_IDS = [("a", 0), (1.0, 0), (-2, 0), (1 << 32, 0), (1 << 64, 0), (-(1 << 64), 0), (0, -2),
-           (0, "x")]
+BAD_IDS = [("a", 0), (1.0, 0), (-2, 0), (1 << 32, 0), ((1 << 63) - 1, 0), (1 << 63, 0),
+           (1 << 64, 0), (-(1 << 64), 0), (0, -2), (0, "x")]
 
 
 def _error_of(call: Callable[[], object]) -> str:
@@ -158,3 +159,22 @@ def test_tarfile_run_as_root_extracts_another_users_files_with_their_owner():
     # "trainer" is no user here (pwd holds root alone), so tarfile falls back
     # to the archived numeric ids, as on a machine without that user.
     assert _run(program)[0] == [(1000, 1000), True]
+
+
+def test_a_chown_takes_set_user_id_and_group_executable_set_group_id_off_a_file():
+    # chown(2): "When the owner or group of an executable file is changed by
+    # an unprivileged user, the S_ISUID and S_ISGID mode bits are cleared ...
+    # since Linux 2.2.13, root is treated like other users"; S_ISGID without
+    # group-execute (mandatory locking) stays.  A directory keeps both.
+    def program() -> list[str]:
+        os.mkdir("/shared/dir")
+        for path, mode in ((FILE, 0o6755), ("/shared/lockish", 0o2644), ("/shared/dir", 0o6755)):
+            if path != "/shared/dir":
+                with open(path, "w"):
+                    pass
+            os.chmod(path, mode)
+            os.chown(path, 5, 5)
+        return [oct(stat.S_IMODE(os.stat(path).st_mode))
+                for path in (FILE, "/shared/lockish", "/shared/dir")]
+
+    assert _run(program)[0] == ["0o755", "0o2644", "0o6755"]
