@@ -149,9 +149,15 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
             raise escape(process, why)
         return
     path = args[0] if args else None
+    if _in_export(process, path):
+        # A real call on the export's path reads the real disk, never the
+        # simulated file: the import system's, or a code reader's (io.open_code,
+        # runpy.run_path), which the rules below would let through.
+        raise escape(process, _importing_from_export(path) if import_system_call() else
+                     f"a real {event}({path!r}) ran inside the simulation and would reach "
+                     "the real disk, not the simulated export (code is read from the real "
+                     "machine: io.open_code and runpy.run_path are not simulated)")
     if import_system_call():
-        if _in_export(process, path):
-            raise escape(process, _importing_from_export(path))
         return  # the import system's own call, not the program's
     if event == "open":
         if isinstance(path, int):
