@@ -381,3 +381,116 @@ def read_then_patch(root: str, relative: str, patch_at: float, close_at: float) 
     os.pwrite(fd, b"A" * 10, 0)
     time.sleep(max(0.0, close_at - (time.monotonic() - start)))
     os.close(fd)
+
+
+# -- the rest of os: ownership, space, vectored I/O, lockf, fchdir ------------------------
+
+
+def chown_modes(root: str, relative: str) -> list[object]:
+    """chmod then chown (root, no_root_squash): the modes and owners that result."""
+    answers: list[object] = []
+    for name, mode in (("suid", 0o6755), ("lockish", 0o2644)):
+        path = Path(root) / relative / name
+        path.touch()
+        os.chmod(path, mode)
+        os.chown(path, 5, 6)
+        result = os.stat(path)
+        answers.append((oct(result.st_mode & 0o7777), result.st_uid, result.st_gid))
+    return answers
+
+
+def _mount_options(root: str) -> dict[str, str]:
+    """The options /proc/mounts shows for the mount at ``root``."""
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            fields = line.split()
+            if fields[1] == root:
+                return dict(option.partition("=")[::2] for option in fields[3].split(","))
+    raise LookupError(f"{root} is not a mount point")
+
+
+def statvfs_shape(root: str, relative: str) -> dict[str, object]:
+    """What an NFS statvfs fixes, whatever the server's disk: sizes, flags, names."""
+    result = os.statvfs(Path(root) / relative)
+    file = Path(root) / relative / "f"
+    file.touch()
+    wsize = int(_mount_options(root)["wsize"])
+    return {"bsize_is_wsize": result.f_bsize == result.f_frsize == wsize,
+            "bsize_is_st_blksize": result.f_bsize == os.stat(file).st_blksize,
+            "namemax": result.f_namemax, "flag": result.f_flag, "fsid": result.f_fsid,
+            "ordered": result.f_bavail <= result.f_bfree <= result.f_blocks,
+            "favail": result.f_favail == result.f_ffree}
+
+
+def vectored(root: str, relative: str) -> list[object]:
+    """writev and pwritev, then readv and preadv, of one file."""
+    path = Path(root) / relative
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        written = [os.writev(fd, [b"ab", b"cd"]), os.pwritev(fd, [b"XY"], 1)]
+        os.lseek(fd, 0, os.SEEK_SET)
+        first, second = bytearray(3), bytearray(3)
+        got = os.readv(fd, [first, second])
+        small = bytearray(2)
+        return [written, got, bytes(first), bytes(second[:1]), os.preadv(fd, [small], 2),
+                bytes(small)]
+    finally:
+        os.close(fd)
+
+
+def copy_range(root: str, relative: str) -> list[object]:
+    """copy_file_range within the mount, by position and by offsets; its failures."""
+    source = Path(root) / relative / "src"
+    source.write_bytes(b"0123456789")
+    src = os.open(source, os.O_RDONLY)
+    dst = os.open(Path(root) / relative / "dst", os.O_RDWR | os.O_CREAT, 0o644)
+    appending = os.open(Path(root) / relative / "dst", os.O_WRONLY | os.O_APPEND)
+    try:
+        copied = [os.copy_file_range(src, dst, 4), os.copy_file_range(src, dst, 3, 7, 8)]
+        positions = [os.lseek(src, 0, os.SEEK_CUR), os.lseek(dst, 0, os.SEEK_CUR)]
+        failure = _errno_of(lambda: os.copy_file_range(src, appending, 1))
+        return [copied, positions, os.pread(dst, 20, 0), failure]
+    finally:
+        for fd in (src, dst, appending):
+            os.close(fd)
+
+
+def lockf_hold(root: str, relative: str, seconds: float) -> None:
+    """os.lockf(F_TLOCK) the whole file, hold it, F_ULOCK it, close later."""
+    fd = os.open(Path(root) / relative, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.lockf(fd, os.F_TLOCK, 0)
+        time.sleep(seconds)
+        os.lockf(fd, os.F_ULOCK, 0)
+        time.sleep(seconds)
+    finally:
+        os.close(fd)
+
+
+def lockf_probe(root: str, relative: str, at: float, again: float) -> list[str]:
+    """F_TEST and F_TLOCK while the other host holds the lock, then after it let go."""
+    time.sleep(at)
+    fd = os.open(Path(root) / relative, os.O_RDWR)
+    try:
+        held = [_errno_of(lambda: os.lockf(fd, os.F_TEST, 0)),
+                _errno_of(lambda: os.lockf(fd, os.F_TLOCK, 0))]
+        time.sleep(again)
+        return [*held, _errno_of(lambda: os.lockf(fd, os.F_TEST, 0)),
+                _errno_of(lambda: os.lockf(fd, os.F_TLOCK, 0))]
+    finally:
+        os.close(fd)
+
+
+def fchdir_into(root: str, relative: str) -> list[object]:
+    """fchdir into an open directory; where getcwd says we are, and a relative read."""
+    directory = Path(root) / relative
+    (directory / "f").write_text("x")
+    fd = os.open(directory, os.O_RDONLY)
+    before = os.getcwd()
+    try:
+        os.fchdir(fd)
+        with open("f") as file:
+            return [os.getcwd() == os.path.realpath(directory), file.read()]
+    finally:
+        os.chdir(before)
+        os.close(fd)

@@ -1,0 +1,60 @@
+"""The rest of os, on the simulation and on a real Linux client.
+
+The simulation's answers here come from the sources it cites (chown(2),
+fs/nfs/super.c ``nfs_statfs``, copy_file_range(2), glibc's lockf); the
+real tier checks them against the VM's kernel and knfsd, whose export is
+``no_root_squash`` and whose mounts are ``rw,relatime`` with the default
+1 MiB wsize and 255-byte names.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import programs
+from .test_parity import _setup
+
+
+def test_a_chown_by_root_clears_set_user_id_and_executable_set_group_id(cluster):
+    base = _setup(cluster, "chown")
+    (answers,) = cluster.run(("a", programs.chown_modes, (base,)))
+    assert answers == [("0o755", 5, 6), ("0o2644", 5, 6)]
+
+
+def test_statvfs_reports_the_mount_s_block_size_name_length_and_flags(cluster):
+    base = _setup(cluster, "statvfs")
+    (shape,) = cluster.run(("a", programs.statvfs_shape, (base,)))
+    # nfs_statfs: f_bsize = f_frsize = the superblock's block size, the
+    # wsize (1 MiB on a server with 4 GiB of memory or more, knfsd's
+    # nfsd_get_default_max_blksize; 256 KiB measured in the VM), which is a
+    # file's st_blksize too; f_namemax the server's name length; f_fsid 0.
+    assert shape == {"bsize_is_wsize": True, "bsize_is_st_blksize": True, "namemax": 255,
+                     "flag": os.ST_RELATIME, "fsid": 0, "ordered": True, "favail": True}
+
+
+def test_vectored_io_is_one_read_or_write_of_the_buffers_joined(cluster):
+    base = _setup(cluster, "vectored")
+    (answers,) = cluster.run(("a", programs.vectored, (f"{base}/f",)))
+    assert answers == [[4, 2], 4, b"aXY", b"d", 2, b"Yd"]  # abcd, then XY at 1
+
+
+def test_copy_file_range_on_nfsv3_copies_through_the_page_cache(cluster):
+    base = _setup(cluster, "copy")
+    (answers,) = cluster.run(("a", programs.copy_range, (base,)))
+    assert answers == [[4, 3], [4, 4], b"0123" + bytes(4) + b"789", "EBADF"]
+
+
+def test_os_lockf_on_one_host_is_seen_by_f_test_and_f_tlock_on_the_other(cluster):
+    # glibc's lockf: F_TEST asks F_GETLK (EACCES when another process holds
+    # a lock), F_TLOCK is F_SETLK (EAGAIN on a conflict, fs/locks.c).
+    base = _setup(cluster, "lockf")
+    cluster.run(("a", programs.write_file, (f"{base}/f", b"x")))
+    _, probed = cluster.run(("a", programs.lockf_hold, (f"{base}/f", 2.0)),
+                            ("b", programs.lockf_probe, (f"{base}/f", 1.0, 2.0)))
+    assert probed == ["EACCES", "EAGAIN", "ok", "ok"]
+
+
+def test_fchdir_enters_the_open_directory(cluster):
+    base = _setup(cluster, "fchdir")
+    (answers,) = cluster.run(("a", programs.fchdir_into, (base,)))
+    assert answers == [True, "x"]
