@@ -155,8 +155,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         # runpy.run_path), which the rules below would let through.
         raise escape(process, _importing_from_export(path) if import_system_call() else
                      f"a real {event}({path!r}) ran inside the simulation and would reach "
-                     "the real disk, not the simulated export (code is read from the real "
-                     "machine: io.open_code and runpy.run_path are not simulated)")
+                     "the real disk, not the simulated export (io.FileIO, an original "
+                     "captured before the routes, or a code reader such as io.open_code "
+                     "or runpy.run_path: none is simulated)")
     if import_system_call():
         return  # the import system's own call, not the program's
     if event == "open":

@@ -17,7 +17,7 @@ from typing import Any
 
 from .._engine._scheduler import Process, current_process
 from .._os._seam import SyscallSeam
-from . import _proc
+from . import _devices, _proc
 from ._registry import escape, patch
 
 _NFS_BLKSIZE = 1 << 20
@@ -200,6 +200,9 @@ def install() -> None:
             content = _proc.answer(process, "open", outside)
             if isinstance(content, str):
                 return _proc.open_file(content, mode, encoding, errors, newline)
+            if isinstance(content, _devices.Device):
+                return _devices.open_device(process, content, mode, buffering, encoding,
+                                            errors, newline)
         return _simulated_open(process, file, mode, buffering, encoding, errors, newline,
                                closefd, opener)
 

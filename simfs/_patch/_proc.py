@@ -12,7 +12,8 @@ and a small read-only ``/proc`` describes the calling process and the
 host's NFS mount with its nfs(5) options, written as the kernel shows them
 (``nfs_show_mount_options`` in fs/nfs/super.c: defaults are not shown).
 
-Only the entries listed here exist; any other ``/proc`` path is ENOENT, as
+The memory devices (/dev/null, zero, random, urandom) are answered by
+``_devices``.  Only the entries listed here exist; any other ``/proc`` path is ENOENT, as
 on a kernel without that feature (callers that read ``/proc`` treat a
 missing entry as "unknown").  Everything else outside the export is still
 refused by the syscall layer.
@@ -38,6 +39,7 @@ from .._nfs._mount import (
 )
 from .._nfs._server import EXPORT_DEV
 from .._world import host_of
+from . import _devices
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -244,6 +246,8 @@ def answer(process: Process, op: str, text: str) -> object:
     """
     if text in _ancestors(process):
         return _parent_answer(op, text)
+    if text in _devices.DEVICES or text == "/dev":
+        return _device_answer(op, text)
     if text != "/proc" and not text.startswith("/proc/"):
         return _NOT_OURS
     kind, content = _proc_entry(process, text)
@@ -268,6 +272,20 @@ def answer(process: Process, op: str, text: str) -> object:
     if op == "mkdir":
         raise simulated_oserror(errno.EEXIST if kind != "file" else errno.ENOENT, text)
     return _NOT_OURS  # listing or changing /proc: refused by the syscall layer
+
+
+def _device_answer(op: str, text: str) -> object:
+    if op in ("stat", "lstat"):
+        return _devices.stat_of(text)
+    if op == "access":
+        return True
+    if op == "mkdir":
+        raise simulated_oserror(errno.EEXIST, text)
+    if op == "readlink":
+        raise simulated_oserror(errno.EINVAL, text)
+    if op == "open" and text != "/dev":
+        return _devices.Device(text)
+    return _NOT_OURS  # listing /dev, or os.open of a device: refused
 
 
 def _parent_answer(op: str, text: str) -> object:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from simfs import SimulationEscape
+
 from .conftest import two_hosts
 
 
@@ -139,4 +141,43 @@ def test_listing_the_hosts_root_is_still_refused():
     w, a, _ = two_hosts()
     w.spawn(a, os.listdir, "/")
     with pytest.raises(SimulationEscape, match="'/' is outside the export"):
+        w.run()
+
+
+def test_the_memory_devices_behave_as_the_kernel_s_and_random_bytes_follow_the_seed():
+    # drivers/char/mem.c and random.c: null swallows writes and reads as the
+    # end of the file, zero reads zeros, random and urandom random bytes
+    # (here the process's seeded ones); devices.txt numbers them 1,3 1,5 1,8 1,9.
+    import contextlib
+    import stat
+
+    def program() -> list[object]:
+        with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+            print("silenced")
+        with open(os.devnull, "rb") as null:
+            answers: list[object] = [null.read()]
+        with open("/dev/zero", "rb") as zero, open("/dev/urandom", "rb") as urandom:
+            answers += [zero.read(3), urandom.read(8)]
+        for device in ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"):
+            result = os.stat(device)
+            answers.append((stat.S_ISCHR(result.st_mode), os.major(result.st_rdev),
+                            os.minor(result.st_rdev)))
+        return answers
+
+    def run(seed: int) -> list[object]:
+        w, a, _ = two_hosts(seed)
+        process = w.spawn(a, program)
+        w.run()
+        return process.result()  # type: ignore[return-value]
+
+    first, again, other = run(1), run(1), run(2)
+    assert first[:2] == [b"", b"\0\0\0"] and len(first[2]) == 8  # type: ignore[arg-type]
+    assert first[3:] == [(True, 1, 3), (True, 1, 5), (True, 1, 8), (True, 1, 9)]
+    assert first == again and first[2] != other[2]
+
+
+def test_a_device_opened_by_descriptor_is_refused_as_outside_the_export():
+    w, a, _ = two_hosts()
+    w.spawn(a, lambda: os.open(os.devnull, os.O_WRONLY))
+    with pytest.raises(SimulationEscape, match="outside the export"):
         w.run()

@@ -494,3 +494,19 @@ def fchdir_into(root: str, relative: str) -> list[object]:
     finally:
         os.chdir(before)
         os.close(fd)
+
+
+def memory_devices(root: str) -> list[object]:
+    """What /dev/null, zero and urandom read as and are (major, minor); a write swallowed."""
+    import stat
+
+    with open(os.devnull, "w") as null:
+        written = null.write("x" * 10)
+    with open(os.devnull, "rb") as null, open("/dev/zero", "rb") as zero, \
+            open("/dev/urandom", "rb") as urandom:
+        answers: list[object] = [written, null.read(), zero.read(3), len(urandom.read(8))]
+    for device in ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom"):
+        result = os.stat(device)
+        answers.append((stat.S_ISCHR(result.st_mode), oct(stat.S_IMODE(result.st_mode)),
+                        os.major(result.st_rdev), os.minor(result.st_rdev)))
+    return answers

@@ -58,3 +58,9 @@ def test_fchdir_enters_the_open_directory(cluster):
     base = _setup(cluster, "fchdir")
     (answers,) = cluster.run(("a", programs.fchdir_into, (base,)))
     assert answers == [True, "x"]
+
+
+def test_the_memory_devices_are_the_kernels(cluster):
+    (answers,) = cluster.run(("a", programs.memory_devices, ()))
+    assert answers == [10, b"", b"\0\0\0", 8, (True, "0o666", 1, 3), (True, "0o666", 1, 5),
+                       (True, "0o666", 1, 8), (True, "0o666", 1, 9)]
