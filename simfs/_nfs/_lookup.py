@@ -59,6 +59,22 @@ REASONS: Final = {
 _WALK_MEMO_SIZE = 4096
 
 
+# The server's name length (PATHCONF's name_max: knfsd passes on ext4's 255
+# bytes; /proc/mounts shows namlen=255).  ``nfs_lookup`` (fs/nfs/dir.c) fails
+# a longer name with ENAMETOOLONG before anything else, a create's, rename
+# target's or removal's lookup included, and sends no RPC.
+NAME_MAX: Final = 255
+# No name of this many characters or fewer can reach NAME_MAX bytes (UTF-8
+# takes at most 4 bytes a character): the walk counts bytes only past it.
+_SHORT_NAME: Final = NAME_MAX // 4
+
+
+def check_name_length(name: str) -> None:
+    """ENAMETOOLONG for a name of more than NAME_MAX bytes, as the client encodes it."""
+    if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        raise simulated_oserror(errno.ENAMETOOLONG)
+
+
 def _enoent() -> OSError:
     return simulated_oserror(errno.ENOENT)
 
@@ -170,7 +186,10 @@ class LookupOps:
         Raises:
             FileNotFoundError: the name is absent, or a trusted negative
                 dentry says so without asking the server.
+            OSError: ENAMETOOLONG for a name over the server's namelen.
         """
+        if len(name) > _SHORT_NAME:
+            check_name_length(name)
         verdict = self.verdict(dir_id, name, intent)
         if verdict is REVALIDATE:
             self.getattr(dir_id)  # the GETATTR; a change bumps the verifier
@@ -235,6 +254,8 @@ class LookupOps:
         ``nfs_lookup`` optimises the LOOKUP away for these; the CREATE, MKDIR,
         LINK or RENAME that follows tells the truth.
         """
+        if len(name) > _SHORT_NAME:
+            check_name_length(name)
         dentry = self._cached_dentry(dir_id, name)
         if dentry is None:
             return None

@@ -52,6 +52,10 @@ def _resolved_under(export: str) -> dict[str | bytes, tuple[str, tuple[str, ...]
     return _RESOLVED.setdefault(export, {})
 
 
+# include/uapi/linux/limits.h: a path's bytes, its terminating NUL included.
+PATH_MAX = 4096
+_SHORT_PATH = PATH_MAX // 4  # fewer characters than this cannot make PATH_MAX bytes
+
 # (uid_t)-1: what chown(2) reads as "leave it as it is".
 _KEEP_ID = (1 << 32) - 1
 
@@ -247,6 +251,10 @@ class Syscalls(FileCalls, DirectoryCalls):
             text = os.fsdecode(text)
         if not text:
             raise simulated_oserror(errno.ENOENT, os.fspath(path))
+        if len(text) >= _SHORT_PATH and len(os.fsencode(text)) >= PATH_MAX:
+            # getname(): a path of PATH_MAX bytes or more, with its NUL, is
+            # refused before any walk (fs/namei.c).
+            raise simulated_oserror(errno.ENAMETOOLONG, os.fspath(path))
         if "\x00" in text:
             # What os and open raise for a str path (for bytes, os.* prefixes
             # the function's name; here it reads as open's message).

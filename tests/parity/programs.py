@@ -510,3 +510,36 @@ def memory_devices(root: str) -> list[object]:
         answers.append((stat.S_ISCHR(result.st_mode), oct(stat.S_IMODE(result.st_mode)),
                         os.major(result.st_rdev), os.minor(result.st_rdev)))
     return answers
+
+
+def name_lengths(root: str, relative: str) -> dict[str, str]:
+    """What names of 255 and 256 bytes, and paths of 4095 and 4096 bytes, meet."""
+    directory = os.path.join(root, relative)
+
+    def create(name: str) -> None:
+        os.close(os.open(os.path.join(directory, name), os.O_CREAT | os.O_WRONLY, 0o644))
+
+    def padded(length: int) -> str:  # "<directory>/missing/x/x/.../y", ``length`` bytes
+        return _exact(os.path.join(directory, "missing") + "/", length)
+
+    return {
+        "create 255": _errno_of(lambda: create("a" * 255)),
+        "create 256": _errno_of(lambda: create("a" * 256)),
+        "stat 256": _errno_of(lambda: os.stat(os.path.join(directory, "b" * 256))),
+        "mkdir 256": _errno_of(lambda: os.mkdir(os.path.join(directory, "c" * 256))),
+        "create 255 bytes of 2-byte chars": _errno_of(lambda: create("é" * 127 + "x")),
+        "create 256 bytes of 2-byte chars": _errno_of(lambda: create("é" * 128)),
+        "rename to 256": _errno_of(lambda: os.rename(os.path.join(directory, "a" * 255),
+                                                     os.path.join(directory, "d" * 256))),
+        "256 under a missing directory": _errno_of(
+            lambda: os.stat(os.path.join(directory, "missing", "e" * 256))),
+        "path of 4095 bytes": _errno_of(lambda: os.stat(padded(4095))),
+        "path of 4096 bytes": _errno_of(lambda: os.stat(padded(4096))),
+    }
+
+
+def _exact(head: str, length: int) -> str:
+    """``head`` followed by short components to exactly ``length`` bytes."""
+    rest = length - len(head.encode())
+    path = head + "x/" * (rest // 2)
+    return path + "y" if rest % 2 else path[:-1] + "y"

@@ -64,3 +64,18 @@ def test_the_memory_devices_are_the_kernels(cluster):
     (answers,) = cluster.run(("a", programs.memory_devices, ()))
     assert answers == [10, b"", b"\0\0\0", 8, (True, "0o666", 1, 3), (True, "0o666", 1, 5),
                        (True, "0o666", 1, 8), (True, "0o666", 1, 9)]
+
+
+def test_names_over_255_bytes_and_paths_of_4096_bytes_are_enametoolong(cluster):
+    # nfs_lookup fails a name over the server's namelen (255) before any RPC,
+    # a create's or rename target's too, once the walk reaches it (a missing
+    # directory before it is ENOENT first); getname() refuses a path of
+    # PATH_MAX (4096) bytes before any walk.
+    base = _setup(cluster, "names")
+    (answers,) = cluster.run(("a", programs.name_lengths, (base,)))
+    assert answers == {
+        "create 255": "ok", "create 256": "ENAMETOOLONG", "stat 256": "ENAMETOOLONG",
+        "mkdir 256": "ENAMETOOLONG", "create 255 bytes of 2-byte chars": "ok",
+        "create 256 bytes of 2-byte chars": "ENAMETOOLONG", "rename to 256": "ENAMETOOLONG",
+        "256 under a missing directory": "ENOENT", "path of 4095 bytes": "ENOENT",
+        "path of 4096 bytes": "ENAMETOOLONG"}
