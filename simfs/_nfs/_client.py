@@ -45,6 +45,9 @@ from ._fsstat import FsStat
 from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
 from ._lookup import CREATE as CREATE
 from ._lookup import EXCL as EXCL
+from ._lookup import LAST_DOT as LAST_DOT
+from ._lookup import LAST_MARKERS as LAST_MARKERS
+from ._lookup import LAST_SLASH as LAST_SLASH
 from ._lookup import NEGATIVE as NEGATIVE
 from ._lookup import OPEN as OPEN
 from ._lookup import RENAME_TARGET as RENAME_TARGET

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
 # A path component no name can equal: "search the start directory, then go
 # to the export root" (a relative path that climbs out of the cwd with "..").
 UP_FROM_START: Final = "/"
+# What a path's end says beyond its names, which normpath drops (no name
+# contains "/"): a trailing slash (the object must be a directory, its last
+# link followed) and a final "." (``last_type`` LAST_DOT in fs/namei.c).
+LAST_SLASH: Final = "/slash"
+LAST_DOT: Final = "/dot"
+LAST_MARKERS: Final = (LAST_SLASH, LAST_DOT)
 
 # Lookup intents, after the kernel's LOOKUP_* flags.
 OPEN: Final = 1
@@ -306,7 +312,7 @@ class LookupOps:
         the first of them expires (``read_ns + timeo_ns``), or until the
         caches change (``cache_epoch``), whichever comes first.
         """
-        if components and components[0] == UP_FROM_START:
+        if components and (components[0] == UP_FROM_START or components[-1] in LAST_MARKERS):
             return None, 0
         cached = self.attrs.get(start)
         if cached is None or now - cached.read_ns >= cached.timeo_ns:

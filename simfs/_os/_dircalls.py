@@ -96,7 +96,8 @@ class DirectoryCalls(PathWalk):
 
         def effect() -> None:
             self._writable_mount()
-            parent, name = self._parent(start, components, errno.EBUSY, errno.ENOTEMPTY)
+            parent, name = self._parent(start, components, errno.EBUSY, errno.ENOTEMPTY,
+                                        errno.EINVAL)
             self._client.rmdir(parent, name)
 
         self._run("rmdir", shown, effect, path)
@@ -107,6 +108,11 @@ class DirectoryCalls(PathWalk):
         def effect() -> None:
             self._writable_mount()
             parent, name = self._parent(start, components, errno.EISDIR)
+            if self._slashed(components):
+                # do_unlinkat: a name written with a trailing slash is never
+                # removed; ENOENT, EISDIR or ENOTDIR by what it names.
+                raise simulated_oserror(errno.EISDIR if self._client.lookup(parent, name).is_dir
+                                        else errno.ENOTDIR)
             self._client.unlink(parent, name)
 
         self._run("unlink", shown, effect, path)
@@ -120,6 +126,9 @@ class DirectoryCalls(PathWalk):
             self._writable_mount()
             from_dir, from_name = self._parent(source_start, source_parts, errno.EBUSY)
             to_dir, to_name = self._parent(target_start, target_parts, errno.EBUSY)
+            if ((self._slashed(source_parts) or self._slashed(target_parts))
+                    and not self._client.lookup(from_dir, from_name).is_dir):
+                raise simulated_oserror(errno.ENOTDIR)  # do_renameat2: slashes need directories
             self._client.rename(from_dir, from_name, to_dir, to_name)
 
         self._run("rename", f"{source_shown} -> {target_shown}", effect, source, target)
@@ -133,6 +142,7 @@ class DirectoryCalls(PathWalk):
             self._writable_mount()
             fileid = self._resolve(source_start, source_parts, follow=follow_symlinks).fileid
             to_dir, to_name = self._parent(target_start, target_parts, errno.EEXIST)
+            self._new_name_unslashed(target_parts, to_dir, to_name)
             self._client.link(fileid, to_dir, to_name)
 
         self._run("link", f"{source_shown} -> {target_shown}", effect, source, target)
@@ -165,6 +175,7 @@ class DirectoryCalls(PathWalk):
                 raise simulated_oserror(errno.ENOENT)  # symlink(2): an empty target
             self._writable_mount()
             parent, name = self._parent(start, components, errno.EEXIST)
+            self._new_name_unslashed(components, parent, name)
             self._client.symlink(parent, name, text)
 
         self._run("symlink", f"{shown} -> {text}", effect, target, path)
@@ -199,6 +210,16 @@ class DirectoryCalls(PathWalk):
             self._group.cwd_id = open_file.fileid
 
         self._run("chdir", open_file.path, effect)
+
+    def _new_name_unslashed(self, components: list[str], parent: int, name: str) -> None:
+        """filename_create: a new file's name written with a trailing slash is
+        ENOENT (EEXIST if the name is taken); only mkdir may have one."""
+        if self._slashed(components):
+            try:
+                self._client.lookup(parent, name)
+            except FileNotFoundError:
+                raise simulated_oserror(errno.ENOENT) from None
+            raise simulated_oserror(errno.EEXIST)
 
     def _writable_mount(self) -> None:
         if self._client.options.readonly:

@@ -75,6 +75,14 @@ class FileCalls(PathWalk):
             raise simulated_oserror(errno.EROFS)
         client = self._client
         created = False
+        must_be_dir = bool(components) and components[-1] in nfs.LAST_MARKERS
+        if must_be_dir:
+            if flags & os.O_CREAT:
+                # open_last_lookups: a create of a name written with a trailing
+                # slash is EISDIR, once the directory it would be made in is found.
+                self._parent(start, components[:-1], errno.EISDIR)
+                raise simulated_oserror(errno.EISDIR)
+            components = components[:-1]  # "x/": x, which must be a directory
         if not components:
             attrs = client.getattr(start, force=client.options.cto)
         else:
@@ -96,6 +104,8 @@ class FileCalls(PathWalk):
                 # Follow it; O_CREAT through a dangling link creates its target.
                 self._enter_link(walk, attrs)
                 self._to_last(walk)
+        if must_be_dir and not attrs.is_dir:
+            raise simulated_oserror(errno.ENOTDIR)
         if attrs.is_dir:
             if writable or flags & (os.O_CREAT | os.O_TRUNC):
                 raise simulated_oserror(errno.EISDIR)
@@ -227,9 +237,11 @@ class FileCalls(PathWalk):
         payload = memoryview(data).cast("B")
         client = self._client
         fileid = open_file.fileid
-        if offset is not None:
+        if offset is not None and not open_file.append:
             start = offset
         elif open_file.append:
+            # pwrite(2) BUGS: on Linux an O_APPEND descriptor appends whatever
+            # the offset (generic_write_checks moves it to the end).
             # nfs_file_write: O_APPEND writes at the cached size, revalidated
             # only once the attributes expired (nfs_revalidate_file_size).
             # Two hosts appending overwrite each other's records (measured).

@@ -176,6 +176,13 @@ class PathWalk:
                  intent: int = 0) -> Attrs:
         """The object a path names (a final link followed unless ``follow`` is False)."""
         client = self._client
+        if components and components[-1] in nfs.LAST_MARKERS:
+            # "x/" and "x/.": x, its link followed, and it must be a directory
+            # (path_resolution(7)).
+            attrs = self._resolve(start, components[:-1], follow=True, intent=intent)
+            if not attrs.is_dir:
+                raise simulated_oserror(errno.ENOTDIR)
+            return attrs
         if not components:
             force = bool(intent & nfs.OPEN) and client.options.cto
             return client.getattr(start, force=force)
@@ -208,6 +215,8 @@ class PathWalk:
         getcwd(2) returns the directory's real path (the dentry's d_path),
         never the link that led to it.
         """
+        if components and components[-1] in nfs.LAST_MARKERS:
+            components = components[:-1]  # chdir's target is a directory already
         if not components:
             return self._client.getattr(start), None
         walk = self._begin(start, components)
@@ -220,19 +229,32 @@ class PathWalk:
         return attrs, "/".join([self._export, *names])
 
     def _parent(self, start: int, components: list[str], root_errno: int,
-                dotdot_errno: int | None = None) -> tuple[int, str]:
+                dotdot_errno: int | None = None, dot_errno: int | None = None
+                ) -> tuple[int, str]:
         """(directory, last name) for a call that acts on a name, not through it.
 
-        A path ending in ``..`` names no entry to make or remove: Linux
-        refuses it before any lookup (fs/namei.c, ``last_type`` LAST_DOTDOT):
-        EEXIST for mkdir and link, EBUSY for rename, EISDIR for unlink, and
-        ENOTEMPTY for rmdir (``dotdot_errno`` where it differs from the
-        export root's ``root_errno``).
+        A path ending in ``..`` or ``.`` names no entry to make or remove:
+        once the directory is reached Linux refuses it (fs/namei.c,
+        ``last_type`` LAST_DOTDOT, LAST_DOT): EEXIST for mkdir and link, EBUSY
+        for rename, EISDIR for unlink, and for rmdir ENOTEMPTY and EINVAL
+        (``dotdot_errno``, ``dot_errno`` where they differ from the export
+        root's ``root_errno``).  A trailing slash is dropped here; the calls
+        it restricts check it themselves (``_slashed``).
         """
+        if components and components[-1] in nfs.LAST_MARKERS:
+            if components[-1] == nfs.LAST_DOT:
+                self._resolve(start, components, follow=True)  # the directory, or its error
+                raise simulated_oserror(root_errno if dot_errno is None else dot_errno)
+            components = components[:-1]
         walk = self._parent_walk(start, components, root_errno)
         if walk.name is None:
             raise simulated_oserror(root_errno if dotdot_errno is None else dotdot_errno)
         return walk.attrs.fileid, walk.name
+
+    @staticmethod
+    def _slashed(components: list[str]) -> bool:
+        """Whether the path as written ended in a slash (its object must be a directory)."""
+        return bool(components) and components[-1] == nfs.LAST_SLASH
 
     def _parent_walk(self, start: int, components: list[str], root_errno: int) -> Walk:
         """A walk stopped before the last name: where a create or remove acts."""

@@ -80,6 +80,17 @@ def _owner_id(value: object, name: str) -> int | None:
     raise OverflowError(f"{name} is less than minimum")
 
 
+def _with_last_marker(written: str, components: list[str]) -> list[str]:
+    """``components``, with a marker for a trailing slash or a final "." of
+    the path as written (normpath dropped it; the walk needs it)."""
+    if not written.endswith(("/", "/.")) and written != ".":
+        return components
+    stripped = written.rstrip("/")
+    if stripped == "." or stripped.endswith("/."):
+        return [*components, nfs.LAST_DOT]
+    return [*components, nfs.LAST_SLASH] if stripped else components
+
+
 def _named(path: object) -> object:
     """The path an error names: none for a call on a descriptor."""
     return None if isinstance(path, int) else path
@@ -275,9 +286,9 @@ class Syscalls(FileCalls, DirectoryCalls):
         if physical is not None:
             components: list[str] = physical
         elif text == self._export:
-            components = []
+            components = _with_last_marker(written, [])
         elif text.startswith(self.export_prefix):
-            components = text[len(self.export_prefix):].split("/")
+            components = _with_last_marker(written, text[len(self.export_prefix):].split("/"))
         else:
             raise self.escape(f"path {text!r} is outside the export {self._export!r}")
         if dir_fd is None and written.startswith("/"):
@@ -325,9 +336,9 @@ class Syscalls(FileCalls, DirectoryCalls):
             if physical is not None:
                 return shown, cwd_id, physical
         if relative == ".":
-            return shown, cwd_id, []
+            return shown, cwd_id, _with_last_marker(text, [])
         if relative != ".." and not relative.startswith("../"):
-            return shown, cwd_id, relative.split("/")
+            return shown, cwd_id, _with_last_marker(text, relative.split("/"))
         if shown == self._export:
             return shown, cwd_id, [nfs.UP_FROM_START]
         if not shown.startswith(self.export_prefix):

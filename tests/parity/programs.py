@@ -543,3 +543,48 @@ def _exact(head: str, length: int) -> str:
     rest = length - len(head.encode())
     path = head + "x/" * (rest // 2)
     return path + "y" if rest % 2 else path[:-1] + "y"
+
+
+def edge_errnos(root: str, relative: str) -> dict[str, object]:
+    """How the kernel answers the awkward cases of renames, removals and slashes."""
+    d = os.path.join(root, relative)
+    for sub in ("dir", "dir/sub", "full", "full/inner", "empty"):
+        os.mkdir(os.path.join(d, sub))
+    for name in ("file", "other"):
+        with open(os.path.join(d, name), "w") as handle:
+            handle.write("data")
+    p = lambda *names: os.path.join(d, *names)  # noqa: E731
+
+    def appended() -> str:
+        fd = os.open(p("log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.write(fd, b"abc")
+        os.pwrite(fd, b"X", 0)  # pwrite(2) BUGS: Linux appends with O_APPEND
+        os.close(fd)
+        with open(p("log"), "rb") as handle:
+            return handle.read().decode()
+
+    return {
+        "rename file over dir": _errno_of(lambda: os.rename(p("file"), p("empty"))),
+        "rename dir over file": _errno_of(lambda: os.rename(p("dir"), p("other"))),
+        "rename dir over non-empty dir": _errno_of(lambda: os.rename(p("dir"), p("full"))),
+        "rename dir into itself": _errno_of(lambda: os.rename(p("dir"), p("dir", "sub", "x"))),
+        "rename to itself": _errno_of(lambda: os.rename(p("file"), p("file"))),
+        "rmdir a file": _errno_of(lambda: os.rmdir(p("file"))),
+        "rmdir dot": _errno_of(lambda: os.rmdir(p("empty", "."))),
+        "stat file slash": _errno_of(lambda: os.stat(p("file") + "/")),
+        "open file slash": _errno_of(lambda: open(p("file") + "/").close()),
+        "create slash": _errno_of(lambda: open(p("new") + "/", "w").close()),
+        "mkdir slash": _errno_of(lambda: os.mkdir(p("made") + "/")),
+        "readlink a file": _errno_of(lambda: os.readlink(p("file"))),
+        "symlink over existing": _errno_of(lambda: os.symlink("x", p("file"))),
+        "link a directory": _errno_of(lambda: os.link(p("dir"), p("dirlink"))),
+        "unlink a directory": _errno_of(lambda: os.unlink(p("dir"))),
+        "unlink file slash": _errno_of(lambda: os.unlink(p("file") + "/")),
+        "rename file to slash": _errno_of(lambda: os.rename(p("file"), p("renamed") + "/")),
+        "symlink to new slash": _errno_of(lambda: os.symlink("x", p("newlink") + "/")),
+        "rename dir slash to slash": _errno_of(lambda: os.rename(p("empty") + "/",
+                                                                 p("moved") + "/")),
+        "rmdir slash": _errno_of(lambda: os.rmdir(p("moved") + "/")),
+        "stat dir dot": _errno_of(lambda: os.stat(p("dir", "."))),
+        "pwrite with O_APPEND": appended(),
+    }

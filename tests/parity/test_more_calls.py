@@ -79,3 +79,21 @@ def test_names_over_255_bytes_and_paths_of_4096_bytes_are_enametoolong(cluster):
         "create 256 bytes of 2-byte chars": "ENAMETOOLONG", "rename to 256": "ENAMETOOLONG",
         "256 under a missing directory": "ENOENT", "path of 4095 bytes": "ENOENT",
         "path of 4096 bytes": "ENAMETOOLONG"}
+
+
+def test_awkward_renames_removals_and_trailing_slashes_fail_as_on_linux(cluster):
+    # rename(2), rmdir(2) ("pathname has . as last component": EINVAL),
+    # path_resolution(7) (a trailing slash demands a directory: ENOTDIR for
+    # a file, EISDIR for a create), pwrite(2) BUGS (O_APPEND wins).
+    base = _setup(cluster, "edges")
+    (answers,) = cluster.run(("a", programs.edge_errnos, (base,)))
+    assert answers == {
+        "rename file over dir": "EISDIR", "rename dir over file": "ENOTDIR",
+        "rename dir over non-empty dir": "ENOTEMPTY", "rename dir into itself": "EINVAL",
+        "rename to itself": "ok", "rmdir a file": "ENOTDIR", "rmdir dot": "EINVAL",
+        "stat file slash": "ENOTDIR", "open file slash": "ENOTDIR", "create slash": "EISDIR",
+        "mkdir slash": "ok", "readlink a file": "EINVAL", "symlink over existing": "EEXIST",
+        "link a directory": "EPERM", "unlink a directory": "EISDIR",
+        "unlink file slash": "ENOTDIR", "rename file to slash": "ENOTDIR",
+        "symlink to new slash": "ENOENT", "rename dir slash to slash": "ok",
+        "rmdir slash": "ok", "stat dir dot": "ok", "pwrite with O_APPEND": "abcX"}
