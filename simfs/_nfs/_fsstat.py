@@ -6,8 +6,10 @@ out an ext4 (mke2fs(8), mke2fs.conf(5)): 4 KiB blocks, one inode per 16 KiB
 (``-m``), which knfsd reports as the difference between free and available
 bytes (``fbytes``/``abytes``, from the exported filesystem's statfs).  What
 the files take is counted as ext4 counts it: a regular file's data in whole
-blocks, a directory one block, a symbolic link of fewer than 60 bytes none
-(its target lives in the inode, a "fast symlink").  An idealisation: a real
+blocks it was written in (a hole costs nothing), a directory one block, a
+symbolic link of fewer than 60 bytes none (its target lives in the inode, a
+"fast symlink"): ``Inode.used``, which GETATTR reports as fattr3's
+``used`` (a file's ``st_blocks``).  An idealisation: a real
 ext4 of that size reports less than 1 TiB and fewer free inodes, having
 spent some on its own metadata (inode tables, journal, reserved inodes).
 
@@ -37,15 +39,6 @@ class FsStat:
     tfiles: int
     ffiles: int
     afiles: int
-
-
-def blocks_of(*, is_dir: bool, is_link: bool, size: int) -> int:
-    """The ext4 blocks one inode's content takes."""
-    if is_dir:
-        return 1
-    if is_link and size <= FAST_SYMLINK_MAX:
-        return 0
-    return -(-size // BLOCK)
 
 
 def fsstat(used_blocks: int, inodes: int) -> FsStat:

@@ -19,7 +19,7 @@ from typing import Final
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
-from ._fsstat import FsStat, blocks_of, fsstat
+from ._fsstat import BLOCK, FAST_SYMLINK_MAX, FsStat, fsstat
 
 FILE: Final = "f"
 DIR: Final = "d"
@@ -43,6 +43,7 @@ class Attrs:
     change: int
     uid: int = 0  # every file is root's until a chown (the simulated processes run as root)
     gid: int = 0
+    used: int = 0  # fattr3 "used": bytes the server's filesystem allocated (st_blocks * 512)
 
     @property
     def is_dir(self) -> bool:
@@ -61,8 +62,8 @@ _KIND_BITS: Final = {FILE: stat_mod.S_IFREG, DIR: stat_mod.S_IFDIR, LINK: stat_m
 class Inode:
     """One file, directory or symbolic link on the server."""
 
-    __slots__ = ("atime_ns", "change", "ctime_ns", "data", "entries", "fileid", "gid", "kind",
-                 "mode", "mtime_ns", "nlink", "uid")
+    __slots__ = ("atime_ns", "blocks", "change", "ctime_ns", "data", "entries", "fileid", "gid",
+                 "kind", "mode", "mtime_ns", "nlink", "uid")
 
     def __init__(self, fileid: int, kind: str, mode: int, now_ns: int, change: int) -> None:
         self.fileid = fileid
@@ -74,13 +75,24 @@ class Inode:
         self.atime_ns = self.mtime_ns = self.ctime_ns = now_ns
         self.change = change
         self.uid = self.gid = 0
+        # The file's data blocks the server's ext4 allocated, by index: those
+        # a WRITE touched; a hole a truncate or a seek left has none.
+        self.blocks: set[int] = set()
+
+    def used(self) -> int:
+        """The bytes this inode takes on the server's disk (``_fsstat``'s rules)."""
+        if self.kind == DIR:
+            return BLOCK
+        if self.kind == LINK:
+            return 0 if len(self.data) <= FAST_SYMLINK_MAX else -(-len(self.data) // BLOCK) * BLOCK
+        return len(self.blocks) * BLOCK
 
     def attrs(self) -> Attrs:
         # A symlink's size is its target's length, as lstat reports on Linux.
         size = 4096 if self.kind == DIR else len(self.data)
         return Attrs(self.fileid, self.kind, size, _KIND_BITS[self.kind] | self.mode, self.nlink,
                      self.atime_ns, self.mtime_ns, self.ctime_ns, self.change, self.uid,
-                     self.gid)
+                     self.gid, self.used())
 
 
 class Server:
@@ -292,6 +304,8 @@ class Server:
         if offset > len(inode.data):
             inode.data.extend(bytes(offset - len(inode.data)))
         inode.data[offset:offset + len(data)] = data
+        if data:
+            inode.blocks.update(range(offset // BLOCK, (offset + len(data) - 1) // BLOCK + 1))
         self._touch(inode)
         return inode.attrs()
 
@@ -300,6 +314,7 @@ class Server:
         inode = self._live(fileid)
         if inode.data != data:
             inode.data = bytearray(data)
+            inode.blocks = set(range(-(-len(data) // BLOCK)))
             self._touch(inode)
         return inode.attrs()
 
@@ -325,6 +340,8 @@ class Server:
                 raise simulated_oserror(errno.EISDIR)
             if size < len(inode.data):
                 del inode.data[size:]
+                kept = -(-size // BLOCK)
+                inode.blocks = {block for block in inode.blocks if block < kept}
             else:
                 inode.data.extend(b"\0" * (size - len(inode.data)))
         if mode is not None:
@@ -338,8 +355,7 @@ class Server:
 
     def fsstat(self) -> FsStat:
         """FSSTAT: the filesystem's space and inodes, orphaned files included."""
-        used = sum(blocks_of(is_dir=inode.kind == DIR, is_link=inode.kind == LINK,
-                             size=len(inode.data)) for inode in self.inodes.values())
+        used = sum(inode.used() for inode in self.inodes.values()) // BLOCK
         return fsstat(used, len(self.inodes))
 
     def readdir(self, dir_id: int) -> list[tuple[str, Attrs]]:

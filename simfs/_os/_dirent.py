@@ -111,7 +111,7 @@ def stat_result(attrs: Attrs, dev: int) -> os.stat_result:
         attrs.atime_ns // ns, attrs.mtime_ns // ns, attrs.ctime_ns // ns,
         attrs.atime_ns / ns, attrs.mtime_ns / ns, attrs.ctime_ns / ns,
         attrs.atime_ns, attrs.mtime_ns, attrs.ctime_ns,
-        _NFS_BLKSIZE, (attrs.size + 511) // 512, 0,
+        _NFS_BLKSIZE, attrs.used // 512, 0,
     ))
 
 

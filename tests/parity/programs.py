@@ -588,3 +588,21 @@ def edge_errnos(root: str, relative: str) -> dict[str, object]:
         "stat dir dot": _errno_of(lambda: os.stat(p("dir", "."))),
         "pwrite with O_APPEND": appended(),
     }
+
+
+def block_counts(root: str, relative: str) -> dict[str, int]:
+    """st_blocks (512-byte units) of files written, holes left, links and a directory."""
+    d = Path(root) / relative
+    for name, size in (("empty", 0), ("one", 1), ("page", 4096), ("page1", 4097)):
+        (d / name).write_bytes(b"x" * size)
+    with open(d / "sparse", "wb") as file:
+        file.truncate(1 << 20)
+    with open(d / "island", "wb") as file:
+        file.truncate(1 << 20)
+        file.seek(512 << 10)
+        file.write(b"x")
+    os.symlink("short", d / "short")
+    os.symlink("x" * 80, d / "long")
+    (d / "sub").mkdir()
+    return {name: os.lstat(d / name).st_blocks for name in (
+        "empty", "one", "page", "page1", "sparse", "island", "short", "long", "sub")}

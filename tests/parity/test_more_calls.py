@@ -97,3 +97,13 @@ def test_awkward_renames_removals_and_trailing_slashes_fail_as_on_linux(cluster)
         "unlink file slash": "ENOTDIR", "rename file to slash": "ENOTDIR",
         "symlink to new slash": "ENOENT", "rename dir slash to slash": "ok",
         "rmdir slash": "ok", "stat dir dot": "ok", "pwrite with O_APPEND": "abcX"}
+
+
+def test_st_blocks_counts_the_server_s_4_kib_blocks_and_not_the_holes(cluster):
+    # NFSv3's fattr3 "used" (bytes the server's ext4 allocated; the client
+    # reports used / 512): whole 4 KiB blocks of data written, none for a
+    # hole left by a truncate or a seek, none for a fast symlink's target.
+    base = _setup(cluster, "blocks")
+    (counts,) = cluster.run(("a", programs.block_counts, (base,)))
+    assert counts == {"empty": 0, "one": 8, "page": 8, "page1": 16, "sparse": 0,
+                      "island": 8, "short": 0, "long": 8, "sub": 8}
