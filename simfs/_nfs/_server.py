@@ -26,6 +26,7 @@ DIR: Final = "d"
 LINK: Final = "l"  # NF3LNK: a symbolic link, its target text held as its data
 
 EXPORT_DEV: Final = 0x4E465333  # st_dev of every file in the export ("NFS3")
+_DAY_NS: Final = 24 * 3600 * 1_000_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +127,17 @@ class Server:
         inode.ctime_ns = now
         self._change += 1
         inode.change = self._change
+
+    def _accessed(self, inode: Inode) -> None:
+        """A READ or READDIR: the exported filesystem is mounted relatime, so
+        its atime moves when not newer than its mtime or ctime, or a day old
+        (``relatime_need_update``, fs/inode.c).  Not a change: clients' caches
+        stand (knfsd, measured in the VM: the reading host's post-op
+        attributes, and the other host's next GETATTR, show it)."""
+        now = self._now()
+        if (inode.atime_ns <= inode.mtime_ns or inode.atime_ns <= inode.ctime_ns
+                or now - inode.atime_ns >= _DAY_NS):
+            inode.atime_ns = now
 
     def _live(self, fileid: int) -> Inode:
         inode = self.inodes.get(fileid)
@@ -293,6 +305,7 @@ class Server:
         inode = self._live(fileid)
         if inode.kind == DIR:
             raise simulated_oserror(errno.EISDIR)
+        self._accessed(inode)
         return bytes(inode.data[offset:offset + count])
 
     def write_range(self, fileid: int, offset: int, data: bytes) -> Attrs:
@@ -360,4 +373,6 @@ class Server:
 
     def readdir(self, dir_id: int) -> list[tuple[str, Attrs]]:
         """READDIRPLUS: names in creation order (deterministic), with attributes."""
-        return [(name, inode.attrs()) for name, inode in self._dir(dir_id).entries.items()]
+        directory = self._dir(dir_id)
+        self._accessed(directory)
+        return [(name, inode.attrs()) for name, inode in directory.entries.items()]

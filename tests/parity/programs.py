@@ -606,3 +606,28 @@ def block_counts(root: str, relative: str) -> dict[str, int]:
     (d / "sub").mkdir()
     return {name: os.lstat(d / name).st_blocks for name in (
         "empty", "one", "page", "page1", "sparse", "island", "short", "long", "sub")}
+
+
+def atime_reader(root: str, relative: str, at: float, again: float) -> None:
+    """Read the file (a READ), then read it again from the page cache later."""
+    time.sleep(at)
+    for pause in (0.0, again):
+        time.sleep(pause)
+        with open(Path(root) / relative, "rb") as file:
+            file.read()
+
+
+def atime_seen(root: str, relative: str, at: float) -> float:
+    """atime - mtime of the file, in seconds, as this host stats it at ``at``."""
+    time.sleep(at)
+    result = os.stat(Path(root) / relative)
+    return (result.st_atime_ns - result.st_mtime_ns) / 1e9
+
+
+def directory_atime_moved(root: str, relative: str) -> bool:
+    """Whether listing the directory moved its atime, as another host's stat sees."""
+    before = os.stat(Path(root) / relative).st_atime_ns
+    time.sleep(1)
+    os.listdir(Path(root) / relative)
+    time.sleep(4)  # past acdirmin=3: the next stat asks the server
+    return os.stat(Path(root) / relative).st_atime_ns > before

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from . import programs
-from .test_parity import _setup
+from .test_parity import SLACK, _setup
 
 
 def test_a_chown_by_root_clears_set_user_id_and_executable_set_group_id(cluster):
@@ -107,3 +107,17 @@ def test_st_blocks_counts_the_server_s_4_kib_blocks_and_not_the_holes(cluster):
     (counts,) = cluster.run(("a", programs.block_counts, (base,)))
     assert counts == {"empty": 0, "one": 8, "page": 8, "page1": 16, "sparse": 0,
                       "island": 8, "short": 0, "long": 8, "sub": 8}
+
+
+def test_a_read_that_reaches_the_server_moves_atime_once_as_relatime_does(cluster):
+    # knfsd's READ updates atime on its relatime mount (relatime_need_update:
+    # only when atime is not newer than mtime); b's second read comes from
+    # its page cache and sends no READ.  a sees it after its attributes
+    # expire (acregmin=3).
+    base = _setup(cluster, "atime")
+    cluster.run(("a", programs.write_file, (f"{base}/f", b"x" * 10000)))
+    _, seen = cluster.run(("b", programs.atime_reader, (f"{base}/f", 2.0, 2.0)),
+                          ("a", programs.atime_seen, (f"{base}/f", 8.0)))
+    assert 2.0 - 0.1 <= seen <= 2.0 + (0.1 if cluster.backend == "sim" else SLACK)
+    (moved,) = cluster.run(("b", programs.directory_atime_moved, (base,)))
+    assert moved
