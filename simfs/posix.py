@@ -64,7 +64,7 @@ def fstat(fd: int) -> os.stat_result:
     return _syscalls("fstat").fstat(fd)
 
 
-def listdir(path: PathArg | int) -> list[str]:
+def listdir(path: PathArg | int) -> list[str] | list[bytes]:
     return _syscalls("listdir").listdir(path)
 
 

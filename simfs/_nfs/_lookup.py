@@ -14,7 +14,7 @@ import errno
 from typing import TYPE_CHECKING, Final
 
 from .._errors import simulated_oserror
-from ._server import DIR, LINK
+from ._server import DIR, LINK, NAME_MAX, check_name_length
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
@@ -65,20 +65,9 @@ REASONS: Final = {
 _WALK_MEMO_SIZE = 4096
 
 
-# The server's name length (PATHCONF's name_max: knfsd passes on ext4's 255
-# bytes; /proc/mounts shows namlen=255).  ``nfs_lookup`` (fs/nfs/dir.c) fails
-# a longer name with ENAMETOOLONG before anything else, a create's, rename
-# target's or removal's lookup included, and sends no RPC.
-NAME_MAX: Final = 255
 # No name of this many characters or fewer can reach NAME_MAX bytes (UTF-8
 # takes at most 4 bytes a character): the walk counts bytes only past it.
 _SHORT_NAME: Final = NAME_MAX // 4
-
-
-def check_name_length(name: str) -> None:
-    """ENAMETOOLONG for a name of more than NAME_MAX bytes, as the client encodes it."""
-    if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
-        raise simulated_oserror(errno.ENAMETOOLONG)
 
 
 def _enoent() -> OSError:

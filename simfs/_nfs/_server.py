@@ -27,6 +27,18 @@ LINK: Final = "l"  # NF3LNK: a symbolic link, its target text held as its data
 
 EXPORT_DEV: Final = 0x4E465333  # st_dev of every file in the export ("NFS3")
 _DAY_NS: Final = 24 * 3600 * 1_000_000_000
+# The server's name length (PATHCONF's name_max: knfsd passes on ext4's 255
+# bytes; /proc/mounts shows namlen=255).  ``nfs_lookup`` (fs/nfs/dir.c) fails
+# a longer name with ENAMETOOLONG before anything else, a create's, rename
+# target's or removal's lookup included, and sends no RPC; the server's own
+# procedures refuse one too (lookup_one_len), so no cache can hold one.
+NAME_MAX: Final = 255
+
+
+def check_name_length(name: str) -> None:
+    """ENAMETOOLONG for a name of more than NAME_MAX bytes, as the client encodes it."""
+    if len(name.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        raise simulated_oserror(errno.ENAMETOOLONG)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +180,7 @@ class Server:
 
     def create(self, dir_id: int, name: str, *, exclusive: bool, mode: int) -> tuple[Attrs, bool]:
         """CREATE: EXCLUSIVE fails on an existing name; UNCHECKED returns it (RFC 1813 3.3.8)."""
+        check_name_length(name)
         parent = self._dir(dir_id)
         existing = parent.entries.get(name)
         if existing is not None:
@@ -182,6 +195,7 @@ class Server:
         return inode.attrs(), True
 
     def mkdir(self, dir_id: int, name: str, mode: int) -> Attrs:
+        check_name_length(name)
         parent = self._dir(dir_id)
         if name in parent.entries:
             raise simulated_oserror(errno.EEXIST)
@@ -220,6 +234,7 @@ class Server:
 
     def rename(self, from_dir: int, from_name: str, to_dir: int, to_name: str) -> None:
         """RENAME: atomically replaces a file target, or an empty directory target."""
+        check_name_length(to_name)
         source_parent = self._dir(from_dir)
         target_parent = self._dir(to_dir)
         inode = source_parent.entries.get(from_name)
@@ -262,6 +277,7 @@ class Server:
         return False
 
     def link(self, fileid: int, dir_id: int, name: str) -> Attrs:
+        check_name_length(name)
         inode = self._live(fileid)
         parent = self._dir(dir_id)
         if inode.kind == DIR:
@@ -278,6 +294,7 @@ class Server:
         """SYMLINK: a new link holding ``target`` verbatim; the target need not
         exist, and an existing name is EEXIST (RFC 1813 3.3.10).  Links are
         mode 0777 on Linux whatever the umask."""
+        check_name_length(name)
         parent = self._dir(dir_id)
         if name in parent.entries:
             raise simulated_oserror(errno.EEXIST)
@@ -371,8 +388,10 @@ class Server:
         used = sum(inode.used() for inode in self.inodes.values()) // BLOCK
         return fsstat(used, len(self.inodes))
 
-    def readdir(self, dir_id: int) -> list[tuple[str, Attrs]]:
-        """READDIRPLUS: names in creation order (deterministic), with attributes."""
+    def readdir(self, dir_id: int, *, accessed: bool = True) -> list[tuple[str, Attrs]]:
+        """READDIRPLUS: names in creation order (deterministic), with attributes.
+        ``accessed=False``: a look from outside (``ServerView``), not a client's."""
         directory = self._dir(dir_id)
-        self._accessed(directory)
+        if accessed:
+            self._accessed(directory)
         return [(name, inode.attrs()) for name, inode in directory.entries.items()]

@@ -77,7 +77,8 @@ class ServerView:
 
     def listdir(self, path: str) -> list[str]:
         """Names in the server's order, ``.nfs`` leftovers included."""
-        return [name for name, _ in self._server.readdir(self._inode(path).fileid)]
+        return [name for name, _ in self._server.readdir(self._inode(path).fileid,
+                                                          accessed=False)]
 
     def read_bytes(self, path: str) -> bytes:
         return self._server.read(self._inode(path).fileid)

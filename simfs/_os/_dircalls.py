@@ -48,8 +48,11 @@ class DirectoryCalls(PathWalk):
              follow_symlinks: bool = True) -> os.stat_result:
         raise NotImplementedError
 
-    def listdir(self, path: PathArg | int = ".") -> list[str]:
-        return [name for name, _ in self._listing("listdir", path)[1]]
+    def listdir(self, path: PathArg | int = ".") -> list[str] | list[bytes]:
+        names = [name for name, _ in self._listing("listdir", path)[1]]
+        if isinstance(path, bytes):  # a bytes path lists bytes names, as os.listdir does
+            return [os.fsencode(name) for name in names]
+        return names
 
     def scandir(self, path: PathArg | int = ".") -> SimScandirIterator:
         base, listing = self._listing("scandir", path)

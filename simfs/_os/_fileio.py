@@ -79,10 +79,15 @@ class FileCalls(PathWalk):
         if must_be_dir:
             if flags & os.O_CREAT:
                 # open_last_lookups: a create of a name written with a trailing
-                # slash is EISDIR, once the directory it would be made in is found.
-                self._parent(start, components[:-1], errno.EISDIR)
+                # slash is EISDIR, once the directory it would be made in is
+                # found ("x/." walks x itself: ENOENT or ENOTDIR first).
+                if components[-1] == nfs.LAST_DOT:
+                    self._resolve(start, components)
+                else:
+                    self._parent(start, components[:-1], errno.EISDIR)
                 raise simulated_oserror(errno.EISDIR)
             components = components[:-1]  # "x/": x, which must be a directory
+            flags &= ~os.O_NOFOLLOW  # and whose link is followed (LOOKUP_FOLLOW)
         if not components:
             attrs = client.getattr(start, force=client.options.cto)
         else:
@@ -196,6 +201,8 @@ class FileCalls(PathWalk):
         return self._run("read", open_file.path, lambda: self._read(open_file, length, None))
 
     def pread(self, fd: int, length: int, offset: int) -> bytes:
+        if offset < 0:
+            raise simulated_oserror(errno.EINVAL)  # ksys_pread64, before the descriptor
         open_file = self._file(fd)
         return self._run("read", open_file.path, lambda: self._read(open_file, length, offset))
 
@@ -214,7 +221,7 @@ class FileCalls(PathWalk):
             raise simulated_oserror(errno.EBADF)
         if open_file.is_dir:
             raise simulated_oserror(errno.EISDIR)
-        if length < 0:
+        if length < 0 or (offset is not None and offset < 0):
             raise simulated_oserror(errno.EINVAL)
         start = open_file.pos if offset is None else offset
         data = self._client.read_data(open_file.fileid, start, length)
@@ -227,6 +234,8 @@ class FileCalls(PathWalk):
         return self._run("write", open_file.path, lambda: self._write(open_file, data, None))
 
     def pwrite(self, fd: int, data: bytes | bytearray | memoryview, offset: int) -> int:
+        if offset < 0:
+            raise simulated_oserror(errno.EINVAL)  # ksys_pwrite64, before the descriptor
         open_file = self._file(fd)
         return self._run("write", open_file.path, lambda: self._write(open_file, data, offset))
 
@@ -234,6 +243,8 @@ class FileCalls(PathWalk):
                offset: int | None) -> int:
         if not open_file.writable:
             raise simulated_oserror(errno.EBADF)
+        if offset is not None and offset < 0:
+            raise simulated_oserror(errno.EINVAL)
         payload = memoryview(data).cast("B")
         client = self._client
         fileid = open_file.fileid

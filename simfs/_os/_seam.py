@@ -91,7 +91,7 @@ class SyscallSeam(Protocol):
         """os.truncate."""
         ...
 
-    def listdir(self, path: PathArg | int = ".") -> list[str]:
+    def listdir(self, path: PathArg | int = ".") -> list[str] | list[bytes]:
         """os.listdir: opens the directory (close-to-open), then READDIRPLUS."""
         ...
 

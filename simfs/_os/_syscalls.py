@@ -262,14 +262,14 @@ class Syscalls(FileCalls, DirectoryCalls):
             text = os.fsdecode(text)
         if not text:
             raise simulated_oserror(errno.ENOENT, os.fspath(path))
-        if len(text) >= _SHORT_PATH and len(os.fsencode(text)) >= PATH_MAX:
-            # getname(): a path of PATH_MAX bytes or more, with its NUL, is
-            # refused before any walk (fs/namei.c).
-            raise simulated_oserror(errno.ENAMETOOLONG, os.fspath(path))
         if "\x00" in text:
             # What os and open raise for a str path (for bytes, os.* prefixes
             # the function's name; here it reads as open's message).
             raise ValueError("embedded null byte")
+        if len(text) >= _SHORT_PATH and len(os.fsencode(text)) >= PATH_MAX:
+            # getname(): a path of PATH_MAX bytes or more, with its NUL, is
+            # refused before any walk (fs/namei.c).
+            raise simulated_oserror(errno.ENAMETOOLONG, os.fspath(path))
         if dir_fd is not None and not text.startswith("/"):
             base = lookup_fd(self._fds, dir_fd)
             if not base.is_dir:
@@ -284,7 +284,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         text = posixpath.normpath(text)
         physical = self._physical(written) if "/.." in written else None
         if physical is not None:
-            components: list[str] = physical
+            components: list[str] = _with_last_marker(written, physical)
         elif text == self._export:
             components = _with_last_marker(written, [])
         elif text.startswith(self.export_prefix):
@@ -334,7 +334,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             # ESTALE), then down its path again, each name really entered.
             physical = self._physical(self._group.cwd + "/" + text)
             if physical is not None:
-                return shown, cwd_id, physical
+                return shown, cwd_id, _with_last_marker(text, physical)
         if relative == ".":
             return shown, cwd_id, _with_last_marker(text, [])
         if relative != ".." and not relative.startswith("../"):
@@ -343,7 +343,8 @@ class Syscalls(FileCalls, DirectoryCalls):
             return shown, cwd_id, [nfs.UP_FROM_START]
         if not shown.startswith(self.export_prefix):
             raise self.escape(f"path {shown!r} is outside the export {self._export!r}")
-        return shown, cwd_id, [nfs.UP_FROM_START, *shown[len(self.export_prefix):].split("/")]
+        return shown, cwd_id, _with_last_marker(
+            text, [nfs.UP_FROM_START, *shown[len(self.export_prefix):].split("/")])
 
     def _open_target(self, start: int, components: list[str]) -> Attrs:
         """The object a path names, looked up with an open intent (close-to-open)."""

@@ -112,5 +112,7 @@ def open_device(process: Process, device: Device, mode: str, buffering: int,
         buffered = io.BufferedReader(raw)
     if "b" in mode:
         return buffered
-    return io.TextIOWrapper(buffered, encoding or "utf-8", errors, newline,
+    text = io.TextIOWrapper(buffered, encoding or "utf-8", errors, newline,
                             line_buffering=buffering == 1)
+    text.mode = mode  # type: ignore[misc]  # open() sets it on the wrapper too
+    return text

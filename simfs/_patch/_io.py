@@ -201,6 +201,9 @@ def install() -> None:
             if isinstance(content, str):
                 return _proc.open_file(content, mode, encoding, errors, newline)
             if isinstance(content, _devices.Device):
+                _flags_for(mode)  # open()'s own ValueError for a mode it refuses
+                if "b" in mode and encoding is not None:
+                    raise ValueError("binary mode doesn't take an encoding argument")
                 return _devices.open_device(process, content, mode, buffering, encoding,
                                             errors, newline)
         return _simulated_open(process, file, mode, buffering, encoding, errors, newline,

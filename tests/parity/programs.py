@@ -586,6 +586,20 @@ def edge_errnos(root: str, relative: str) -> dict[str, object]:
                                                                  p("moved") + "/")),
         "rmdir slash": _errno_of(lambda: os.rmdir(p("moved") + "/")),
         "stat dir dot": _errno_of(lambda: os.stat(p("dir", "."))),
+        "rmdir dotdot then dot": _errno_of(lambda: os.rmdir(p("dir", "..", "full", "inner",
+                                                                "."))),
+        "unlink dotdot then slash": _errno_of(lambda: os.unlink(p("dir", "..", "other") + "/")),
+        "create dotdot then slash": _errno_of(
+            lambda: os.close(os.open(p("dir", "..", "fresh") + "/", os.O_CREAT | os.O_WRONLY))),
+        "create file dot": _errno_of(
+            lambda: os.close(os.open(p("other", "."), os.O_CREAT | os.O_WRONLY))),
+        "create missing dot": _errno_of(
+            lambda: os.close(os.open(p("nope", "."), os.O_CREAT | os.O_WRONLY))),
+        "pwrite negative": _errno_of(lambda: os.pwrite(os.open(p("other"), os.O_WRONLY), b"Z",
+                                                       -1)),
+        "symlink target of 1025": _errno_of(lambda: os.symlink("y" * 1025, p("longlink"))),
+        "symlink target of 4096": _errno_of(lambda: os.symlink("y" * 4096, p("longerlink"))),
+        "listdir bytes": str(os.listdir(os.fsencode(p("full")))),
         "pwrite with O_APPEND": appended(),
     }
 
