@@ -105,30 +105,21 @@ def _no_children(real: Any) -> Any:
     return route
 
 
+# Each group of calls, and why a simulated process may not make them.
+_PROCESS_WIDE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (_IDS, "simulated processes run as root; changing ids is not simulated"),
+    (_SCHEDULING, "it would change the test process's own scheduling"),
+    (("tcsetpgrp", "login_tty"), "a simulated process has no terminal"),
+    (("abort", "_exit"), "it would end the test process itself (sys.exit ends a simulated one)"),
+    (("unshare", "setns"), "it would move the test process itself into other namespaces"),
+)
+
+
 def _install_process_wide() -> None:
-    for name in _IDS:
-        if hasattr(os, name):
-            patch(os, name, _refuse_in_world(
-                getattr(os, name), f"os.{name}",
-                why="simulated processes run as root; changing ids is not simulated"))
-    for name in _SCHEDULING:
-        if hasattr(os, name):
-            patch(os, name, _refuse_in_world(
-                getattr(os, name), f"os.{name}",
-                why="it would change the test process's own scheduling"))
-    for name in ("tcsetpgrp", "login_tty"):
-        if hasattr(os, name):
-            patch(os, name, _refuse_in_world(getattr(os, name), f"os.{name}",
-                                             why="a simulated process has no terminal"))
-    for name in ("abort", "_exit"):
-        patch(os, name, _refuse_in_world(
-            getattr(os, name), f"os.{name}",
-            why="it would end the test process itself (sys.exit ends a simulated one)"))
-    for name in ("unshare", "setns"):
-        if hasattr(os, name):
-            patch(os, name, _refuse_in_world(
-                getattr(os, name), f"os.{name}",
-                why="it would move the test process itself into other namespaces"))
+    for names, why in _PROCESS_WIDE:
+        for name in names:
+            if hasattr(os, name):
+                patch(os, name, _refuse_in_world(getattr(os, name), f"os.{name}", why=why))
     for name in _WAITS:
         if hasattr(os, name):
             patch(os, name, _no_children(getattr(os, name)))
