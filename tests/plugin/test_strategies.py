@@ -20,6 +20,10 @@ from simfs.strategies import (
 
 QUIET = settings(max_examples=60, deadline=None, database=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow])
+# For find(): shrinking from a random start need not reach the minimum (the
+# busy-unlink rule stopped at nth=None for 1 seed in 30, measured, and failed
+# a CI run), so each search starts from the same derandomized draw.
+SHRINK = settings(deadline=None, database=None, derandomize=True)
 
 
 @QUIET
@@ -29,13 +33,13 @@ def test_every_drawn_mount_option_string_parses_as_nfs5_options(mount):
 
 
 def test_mount_options_shrink_to_linux_defaults():
-    assert find(mount_options(), lambda mount: True) == "vers=3"
+    assert find(mount_options(), lambda mount: True, settings=SHRINK) == "vers=3"
 
 
 def test_a_mount_that_must_stall_shrinks_to_the_named_short_acdirmin_profile():
     # Among the profiles, only short-acdirmin has 0 < acdirmin < 30.
     found = find(mount_options(custom=False),
-                 lambda m: 0 < MountOptions.parse(m).acdirmin < 30)
+                 lambda m: 0 < MountOptions.parse(m).acdirmin < 30, settings=SHRINK)
     assert found == MOUNT_PROFILES["short-acdirmin"]
 
 
@@ -45,7 +49,8 @@ def test_an_unknown_mount_profile_is_refused_by_name():
 
 
 def test_fault_plans_shrink_to_no_fault_at_all():
-    assert find(fault_plans(hosts=["a"], crashes=True), lambda plan: True) == FaultPlan()
+    assert find(fault_plans(hosts=["a"], crashes=True), lambda plan: True,
+                settings=SHRINK) == FaultPlan()
 
 
 @QUIET
@@ -56,7 +61,7 @@ def test_a_drawn_fault_rule_raises_only_errnos_its_syscall_returns_over_nfs(rule
 
 
 def test_a_rule_for_a_busy_unlink_shrinks_to_ebusy_on_the_first_call():
-    rule = find(fault_rules(["unlink"]), lambda r: r.errno == errno.EBUSY)
+    rule = find(fault_rules(["unlink"]), lambda r: r.errno == errno.EBUSY, settings=SHRINK)
     assert (rule.nth, rule.delay, rule.window, rule.host) == (1, 0.0, None, None)
 
 
