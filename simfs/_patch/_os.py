@@ -93,9 +93,9 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
         if not args:
             return call(syscalls)(*args, **kwargs)
         first = args[0]
-        if first is None and name in _NULLABLE:
-            return call(syscalls)()  # os.listdir(None): the working directory
         if first.__class__ is not str and not isinstance(first, (str, int, bytes)):
+            if first is None and name in _NULLABLE:
+                return call(syscalls)()  # os.listdir(None): the working directory
             # A Path: its text read once here, not again in every layer
             # below (a poll of marker.exists() read it three times).  The
             # real call names the text, not the Path, in its error too.

@@ -34,12 +34,8 @@ def _absent(process: Process, text: Any) -> bool:
             and "/.." not in text and syscalls.cached_absent(text))
 
 
-def _os_path_route(real: Callable[..., bool]) -> Callable[..., bool]:
-    def route(*args: Any, **kwargs: Any) -> bool:
-        # By keyword (isdir names its argument ``s``): the body itself.
-        if kwargs or len(args) != 1:
-            return real(*args, **kwargs)
-        path = args[0]
+def _os_path_route(real: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    def route(path: Any) -> bool:
         process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
         if process is not None:
             if path.__class__ is not str and hasattr(type(path), "__fspath__"):
@@ -48,6 +44,11 @@ def _os_path_route(real: Callable[..., bool]) -> Callable[..., bool]:
                 return False
         return real(path)
 
+    # One argument named as the original names it (isdir's is ``s``), so a
+    # call by keyword works, without *args/**kwargs on every poll.
+    name = real.__code__.co_varnames[0]
+    route.__code__ = route.__code__.replace(
+        co_varnames=(name, *route.__code__.co_varnames[1:]))
     return route
 
 
