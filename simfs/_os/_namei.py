@@ -21,6 +21,7 @@ makes no link traces as before.
 from __future__ import annotations
 
 import errno
+import os
 from typing import TYPE_CHECKING, Final
 
 from .._errors import simulated_oserror
@@ -34,6 +35,18 @@ if TYPE_CHECKING:
     from ._seam import PathArg
 
 MAXSYMLINKS: Final = 40  # include/linux/namei.h: links followed in one resolution
+
+
+# include/uapi/linux/limits.h: a path's bytes, its terminating NUL included.
+PATH_MAX: Final = 4096
+_SHORT_PATH: Final = PATH_MAX // 4  # fewer characters than this cannot make PATH_MAX bytes
+
+
+def check_path_length(text: str, named: str | bytes | None = None) -> None:
+    """getname() (fs/namei.c): a path of PATH_MAX bytes or more, with its NUL,
+    is ENAMETOOLONG before any walk; a symlink's target is taken the same way."""
+    if len(text) >= _SHORT_PATH and len(os.fsencode(text)) >= PATH_MAX:
+        raise simulated_oserror(errno.ENAMETOOLONG, named)
 
 
 class Walk:

@@ -25,6 +25,7 @@ from ._dircalls import DirectoryCalls
 from ._dirent import stat_result, statvfs_result
 from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
+from ._namei import check_path_length
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -51,10 +52,6 @@ def _resolved_under(export: str) -> dict[str | bytes, tuple[str, tuple[str, ...]
         _RESOLVED.clear()  # worlds on many exports (a strategy drawing them)
     return _RESOLVED.setdefault(export, {})
 
-
-# include/uapi/linux/limits.h: a path's bytes, its terminating NUL included.
-PATH_MAX = 4096
-_SHORT_PATH = PATH_MAX // 4  # fewer characters than this cannot make PATH_MAX bytes
 
 # (uid_t)-1: what chown(2) reads as "leave it as it is".
 _KEEP_ID = (1 << 32) - 1
@@ -266,10 +263,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             # What os and open raise for a str path (for bytes, os.* prefixes
             # the function's name; here it reads as open's message).
             raise ValueError("embedded null byte")
-        if len(text) >= _SHORT_PATH and len(os.fsencode(text)) >= PATH_MAX:
-            # getname(): a path of PATH_MAX bytes or more, with its NUL, is
-            # refused before any walk (fs/namei.c).
-            raise simulated_oserror(errno.ENAMETOOLONG, os.fspath(path))
+        check_path_length(text, os.fspath(path))
         if dir_fd is not None and not text.startswith("/"):
             base = lookup_fd(self._fds, dir_fd)
             if not base.is_dir:
