@@ -367,18 +367,7 @@ class FileCalls(PathWalk):
         open_file = self._file(fd)
 
         def effect() -> str:
-            if whence == os.SEEK_SET:
-                base = 0
-            elif whence == os.SEEK_CUR:
-                base = open_file.pos
-            else:
-                base = self._client.getattr(open_file.fileid).size
-            first = base + start
-            end = INFINITY if length == 0 else first + length
-            if length < 0:
-                first, end = first + length, first
-            if first < 0:
-                raise simulated_oserror(errno.EINVAL)
+            first, end = self._lock_range(open_file, length, start, whence)
             kind = command & ~_LOCK_NB
             locks = self._world.locks
             if kind == _LOCK_UN:
@@ -408,6 +397,24 @@ class FileCalls(PathWalk):
         """The simulated descriptors the process holds, lowest first."""
         return sorted(self._fds)
 
+    def _lock_range(self, open_file: OpenFile, length: int, start: int,
+                    whence: int) -> tuple[int, float]:
+        """[first, end) of a POSIX lock: ``length`` bytes (0: to the end of
+        the file and beyond; negative: before) from ``start`` after ``whence``."""
+        if whence == os.SEEK_SET:
+            base = 0
+        elif whence == os.SEEK_CUR:
+            base = open_file.pos
+        else:
+            base = self._client.getattr(open_file.fileid).size
+        first = base + start
+        end: float = INFINITY if length == 0 else first + length
+        if length < 0:
+            first, end = first + length, first
+        if first < 0:
+            raise simulated_oserror(errno.EINVAL)
+        return first, end
+
     def lock_test(self, fd: int, length: int) -> bool:
         """os.lockf's F_TEST: whether another process holds a write lock on
         the ``length`` bytes from the offset (0: to the end), as glibc's
@@ -415,12 +422,7 @@ class FileCalls(PathWalk):
         open_file = self._file(fd)
 
         def effect() -> str:
-            first = open_file.pos
-            end = INFINITY if length == 0 else first + length
-            if length < 0:
-                first, end = first + length, first
-            if first < 0:
-                raise simulated_oserror(errno.EINVAL)
+            first, end = self._lock_range(open_file, length, 0, os.SEEK_CUR)
             locked = self._world.locks.conflicts(open_file.fileid, self._posix_owner(),
                                                  first, end, exclusive=False)
             return "F_TEST: locked" if locked else "F_TEST: unlocked"

@@ -98,17 +98,17 @@ def _fd_call(real: Callable[..., Any],
     return route
 
 
-def _refused(process: Process, syscalls: SyscallSeam, fd: int,
-             name: str) -> Callable[..., Any]:
-    def refuse(*rest: Any, **kwargs: Any) -> Any:
-        raise escape(process, f"os.{name}({fd}, ...) on a simulated descriptor is not "
-                              "simulated")
-
-    return refuse
-
-
 def _refusal(name: str) -> Callable[[Process, SyscallSeam, int], Callable[..., Any]]:
-    return lambda process, syscalls, fd: _refused(process, syscalls, fd, name)
+    """A ``_fd_call`` body that refuses a held descriptor, naming the call."""
+
+    def refused(process: Process, syscalls: SyscallSeam, fd: int) -> Callable[..., Any]:
+        def refuse(*rest: Any, **kwargs: Any) -> Any:
+            raise escape(process, f"os.{name}({fd}, ...) on a simulated descriptor is not "
+                                  "simulated")
+
+        return refuse
+
+    return refused
 
 
 def _sequence(buffers: Any, name: str) -> Sequence[Any]:
