@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -56,3 +58,10 @@ def errno_of(call: Callable[..., Any], *args: Any) -> int | None:
     except OSError as error:
         return error.errno
     return None
+
+
+def run_apart(code: str, *options: str, **run: Any) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter (``python OPTIONS -c code``), its output as text:
+    for what must not happen to the test process itself (a fork, an exit)."""
+    return subprocess.run([sys.executable, *options, "-c", code], capture_output=True,
+                          text=True, timeout=120, check=False, **run)

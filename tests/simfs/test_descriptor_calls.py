@@ -18,6 +18,8 @@ import pytest
 
 from simfs import SimulationEscape, World
 
+from .helpers import run_apart
+
 FILE = "/shared/data"
 
 
@@ -322,9 +324,5 @@ except SimulationEscape as error:
 
 def test_os_exit_in_a_simulated_process_does_not_end_the_test_process():
     # Run apart: were it not refused, it would end this pytest with status 0.
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", _EXIT], capture_output=True, text=True,
-                          timeout=60)
+    done = run_apart(_EXIT)
     assert "os._exit(0) reaches the real machine" in done.stdout, (done.stdout, done.stderr)

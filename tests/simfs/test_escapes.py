@@ -22,6 +22,8 @@ import safetensors.numpy
 
 from simfs import SimulationEscape, World
 
+from .helpers import run_apart
+
 
 @pytest.fixture
 def real_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -256,8 +258,6 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
     # loading code, not the program's I/O, and was refused as an escape.
     # A module's own code run by the import is still the program's: a real
     # listing at its top level is refused.
-    import subprocess
-
     package = tmp_path / "mypkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -270,8 +270,7 @@ def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process
     # filter must let the same __pycache__ writes through.
     environment = {key: value for key, value in os.environ.items()
                    if key != "PYTHONDONTWRITEBYTECODE"} | {"SIMFS_NATIVE_GUARD": guard}
-    done = subprocess.run([sys.executable, "-c", _LAZY_IMPORT], cwd=tmp_path, env=environment,
-                          capture_output=True, text=True, timeout=120, check=False)
+    done = run_apart(_LAZY_IMPORT, cwd=tmp_path, env=environment)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0] == "imported 42"
@@ -302,10 +301,7 @@ except SimulationEscape as error:
 
 
 def test_a_c_dbm_is_refused_before_its_library_writes_the_real_disk():
-    import subprocess
-
-    done = subprocess.run([sys.executable, "-c", _C_DBM], capture_output=True, text=True,
-                          timeout=60)
+    done = run_apart(_C_DBM)
     assert done.returncode == 0, done.stderr
     assert "dbm.ndbm.open('/shared/ledger', 'c') reaches the real machine" in done.stdout
     assert "dbm.dumb" in done.stdout
@@ -449,14 +445,10 @@ def test_a_fork_after_a_run_leaves_no_engine_thread_and_the_child_can_run_a_worl
     # with no thread behind it (its first world would wait on it until
     # step_timeout), and the parent must fork single-threaded, as Python
     # 3.12+ warns on every fork of a multi-threaded process.
-    import subprocess
-
     # The greenlet baton's engines are the subject: not the thread baton, nor
     # the opt-in native guard, whose supervisor threads stay for the process.
     environment = {name: value for name, value in os.environ.items()
                    if name not in ("SIMFS_BATON", "SIMFS_NATIVE_GUARD")}
-    done = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c",
-                           _FORK_AFTER_RUN], capture_output=True, text=True, timeout=60,
-                          env=environment)
+    done = run_apart(_FORK_AFTER_RUN, "-W", "always::DeprecationWarning", env=environment)
     assert (done.returncode, done.stdout) == (0, "1 0\n"), done.stderr
     assert "multi-threaded" not in done.stderr
