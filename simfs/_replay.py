@@ -23,8 +23,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._machine import DEFAULT_ZONE
 from ._nfs._faults import CloseDelay, FaultPlan, FaultRule, HostCrash
+from ._os._machine import DEFAULT_ZONE
 from ._world import World
 
 PREFIX = "simfs1-"

@@ -27,15 +27,6 @@ from ._errors import (
     ReplayDiverged,
     SimfsError,
 )
-from ._machine import (
-    DEFAULT_ZONE,
-    ProcessEnvironment,
-    check_env,
-    check_spawn_env,
-    check_zone,
-    default_environment,
-    merged,
-)
 from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
 from ._nfs._faults import FaultPlan, FaultState
@@ -45,6 +36,14 @@ from ._nfs._mount import MountOptions
 from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
 from ._nfs._server import Server
 from ._nfs._serverview import ServerView
+from ._os._machine import (
+    DEFAULT_ZONE,
+    check_env,
+    check_spawn_env,
+    check_zone,
+    default_environment,
+    merged,
+)
 from ._os._syscalls import Syscalls
 
 Chooser = Callable[[int], int]
@@ -155,7 +154,7 @@ class World:
         env: changes to the environment every simulated process starts with
             (``os.environ``; None as a value removes a variable).  The default
             is a fixed root login environment (``World.environment(host)``
-            shows it), never the real one: see ``simfs/_machine.py``.
+            shows it), never the real one: see ``simfs/_os/_machine.py``.
         tz: the local time zone of every host (an IANA name of the machine's
             tz database, e.g. ``"Europe/Berlin"``): C's local time during a
             run, and ``TZ`` in the environment.
@@ -241,8 +240,6 @@ class World:
         # Merged once now only to refuse a bad env= (a TZ other than tz=) here,
         # at World(), rather than at the first spawn; each host merges its own.
         merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
-        # Each OS process's environment and limits, by pid (see _machine).
-        self.environments: dict[int, ProcessEnvironment] = {}
 
     # -- building ---------------------------------------------------------------
 
@@ -304,8 +301,7 @@ class World:
         variables = merged(self.environment(where), changes, zone=self.tz, where="spawn(env=)")
         call = self._as_callable(target, args, kwargs)
         group = ProcessGroup(next(self._pids), self.export,
-                             self.random.getrandbits(64))
-        self.environments[group.pid] = ProcessEnvironment(variables)
+                             self.random.getrandbits(64), variables)
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
                                  group, parent=None, daemon=False, native_id=group.pid)
 

@@ -108,4 +108,4 @@ def monotonic() -> float:
     process = current_process()
     if process is None:
         raise SimfsError("simfs.posix.monotonic was called outside a simulated process")
-    return process.scheduler.clock.now_ns / NS_PER_S
+    return process.syscalls.now_ns / NS_PER_S

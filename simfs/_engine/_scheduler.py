@@ -35,8 +35,9 @@ from __future__ import annotations
 import _thread
 import heapq
 import itertools
+import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._errors import (
@@ -69,8 +70,10 @@ DONE: Final = 6
 
 _STATE_NAMES: Final = ("new", "runnable", "running", "sleeping", "blocked", "detached", "done")
 
-# Routing: which simulated process, if any, the calling OS thread is.
-_tls = _thread._local()
+# Routing: which simulated process, if any, the calling OS thread is
+# (``routing.process``; unset or None outside the world).  ``current_process()``
+# reads it; the hottest routes read it inline, and ``outside_world`` clears it.
+routing = _thread._local()
 
 
 # Teardown resumes unfinished processes in rounds until all have ended.
@@ -88,7 +91,7 @@ class Placement(Protocol):
 
 def current_process() -> Process | None:
     """The simulated process running on this OS thread, or None outside the world."""
-    return getattr(_tls, "process", None)
+    return getattr(routing, "process", None)
 
 
 class ProcessGroup:
@@ -99,15 +102,29 @@ class ProcessGroup:
     interpreter's own counters (``threading``'s ``Thread-N`` names, the
     ``ThreadPoolExecutor-N`` prefix): a real program starts them at 1 in
     every process, so here each simulated process has its own.
+
+    So do its environment and resource limits (``World.spawn`` hands them
+    over, as exec does; see ``simfs/_os/_machine.py``): ``environ`` is what
+    ``os.environ`` shows (the interpreter's copy, made at start); ``native``
+    is the C library's environment that ``os.putenv`` and ``os.unsetenv``
+    change, as in a real process, where ``putenv`` does not update
+    ``os.environ``.  Both start equal.  Keys and values are bytes, as
+    ``os.environ``'s own store holds them on POSIX.  ``limits`` holds the
+    resource limits the process set (setrlimit); unset ones are the defaults.
     """
 
-    __slots__ = ("_counters", "_random", "cwd", "cwd_id", "fds", "live_threads", "pid",
-                 "rng_seed", "umask")
+    __slots__ = ("_counters", "_random", "cwd", "cwd_id", "environ", "fds", "limits",
+                 "live_threads", "native", "pid", "rng_seed", "umask")
 
-    def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
+    def __init__(self, pid: int, cwd: str, rng_seed: int,
+                 variables: Mapping[str, str] | None = None) -> None:
         self.pid = pid
         self.cwd = cwd
         self.umask = 0o022
+        self.environ = {os.fsencode(name): os.fsencode(value)
+                        for name, value in (variables or {}).items()}
+        self.native = dict(self.environ)
+        self.limits: dict[int, tuple[int, int]] = {}
         # The working directory's file handle once chdir set one: relative
         # paths start from it, and go stale with it (DESIGN §3.5).
         self.cwd_id: int | None = None
@@ -264,7 +281,7 @@ class Scheduler:
 
     def checkpoint(self) -> Process:
         """The running process, after honouring a pending kill."""
-        process: Process = _tls.process
+        process: Process = routing.process
         if process.kill is not None:
             raise process.kill
         return process
@@ -370,6 +387,15 @@ class Scheduler:
         """A new process: runnable now, it starts when the scheduler picks it."""
         process.state = RUNNABLE
         self.runnable.append(process)
+
+    def join(self, process: Process, child: Process, deadline_ns: int | None) -> None:
+        """Block ``process`` (the running one) until ``child`` ends or ``deadline_ns`` passes."""
+        while child.state not in (DONE, DETACHED):
+            child._joiners.append(process)
+            if not self.block(f"join of {child.name!r}", deadline_ns):
+                if process in child._joiners:
+                    child._joiners.remove(process)
+                break
 
     def wake(self, process: Process) -> None:
         """Make a blocked process runnable at the current instant."""
@@ -511,7 +537,7 @@ class Scheduler:
         self._hand_on(following, caller)
 
     def _bootstrap(self, process: Process) -> None:
-        _tls.process = process
+        routing.process = process
         try:
             if process.kill is not None:
                 raise process.kill
@@ -525,7 +551,7 @@ class Scheduler:
                 process._error = ProcessNotFinished(
                     f"process {process.name!r} was stopped before it finished")
         finally:
-            _tls.process = None
+            routing.process = None
         process.state = DONE
         try:
             self.on_exit(process)
@@ -654,7 +680,7 @@ class Scheduler:
         For code that must outlive a kill a little (trio finishing its
         cancelled tasks): it waits here until teardown resumes it again.
         """
-        process: Process = _tls.process
+        process: Process = routing.process
         process.state = BLOCKED
         self._pass(None, process)
 

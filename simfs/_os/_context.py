@@ -11,13 +11,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .._engine._clock import VirtualClock
-    from .._engine._scheduler import Scheduler
+    from .._engine._scheduler import Process, Scheduler
     from .._engine._trace import Trace
     from .._errors import SimfsError
     from .._nfs._client import NfsClient
     from .._nfs._faults import FaultState
     from .._nfs._locks import LockTable
+    from .._nfs._mount import MountOptions
 
 
 class SyscallWorld(Protocol):
@@ -31,6 +34,16 @@ class SyscallWorld(Protocol):
     @property
     def epoch_ns(self) -> int:
         """Wall-clock nanoseconds at virtual time 0 (utime's "now")."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """The world's seed (what a host's boot-time identities are drawn from)."""
+        ...
+
+    @property
+    def tz(self) -> str:
+        """The local time zone of every host (an IANA name)."""
         ...
 
     @property
@@ -62,6 +75,15 @@ class SyscallWorld(Protocol):
         """A fresh open-file-description id (one per open(), shared by dup()s)."""
         ...
 
+    def _next_object_serial(self) -> int:
+        """A hash for an object a program keeps in a set, in the world's order."""
+        ...
+
+    def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
+                      daemon: bool) -> Process:
+        """A thread started inside ``parent``'s process: same host, same descriptors."""
+        ...
+
 
 class SyscallHost(Protocol):
     """The machine a process runs on: its name and its NFS client."""
@@ -74,3 +96,13 @@ class SyscallHost(Protocol):
 
     @property
     def crashed(self) -> bool: ...
+
+    @property
+    def options(self) -> MountOptions:
+        """The nfs(5) options the host mounts the export with."""
+        ...
+
+    @property
+    def processes(self) -> list[Process]:
+        """Every process and thread that ran on the host, in spawn order."""
+        ...

@@ -13,7 +13,11 @@ import os
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._engine._scheduler import Process
     from .._errors import SimulationEscape
+    from .._nfs._mount import MountOptions
     from ._dirent import SimScandirIterator
 
 PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
@@ -49,6 +53,66 @@ class SyscallSeam(Protocol):
 
     def getcwd(self) -> str:
         """The working directory, as the process last set it."""
+        ...
+
+    # -- time, waiting and the host, for the routes that are not syscalls -------
+
+    @property
+    def now_ns(self) -> int:
+        """Virtual nanoseconds since the world began (the monotonic clocks)."""
+        ...
+
+    @property
+    def epoch_ns(self) -> int:
+        """Wall-clock nanoseconds at virtual time 0: ``epoch_ns + now_ns`` is ``time_ns()``."""
+        ...
+
+    @property
+    def tz(self) -> str:
+        """The world's time zone (an IANA name), the local time of every host."""
+        ...
+
+    @property
+    def seed(self) -> int:
+        """The world's seed."""
+        ...
+
+    @property
+    def mount_options(self) -> MountOptions:
+        """The nfs(5) options the process's host mounts the export with."""
+        ...
+
+    @property
+    def host_processes(self) -> list[Process]:
+        """Every process and thread of the process's host, in spawn order."""
+        ...
+
+    def next_object_serial(self) -> int:
+        """A hash for an object the program keeps in a set, drawn in the world's order."""
+        ...
+
+    def spawn_thread(self, target: Callable[[], object], name: str, daemon: bool) -> Process:
+        """Start a thread of this process (same host, same descriptors)."""
+        ...
+
+    def yield_now(self) -> None:
+        """A yield point: let another runnable process run at this instant."""
+        ...
+
+    def block(self, waiting_on: str, deadline_ns: int | None = None) -> bool:
+        """Park until woken (True) or until ``deadline_ns`` passes (False)."""
+        ...
+
+    def wake(self, process: Process) -> None:
+        """Make a blocked ``process`` runnable at the current instant."""
+        ...
+
+    def park(self) -> None:
+        """Hand the baton on during teardown and come back when resumed."""
+        ...
+
+    def join(self, child: Process, deadline_ns: int | None) -> None:
+        """Wait until the thread ``child`` ends, or until ``deadline_ns`` passes."""
         ...
 
     # -- paths ------------------------------------------------------------------

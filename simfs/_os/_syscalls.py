@@ -29,6 +29,7 @@ from ._namei import check_path_length
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
+    from .._nfs._mount import MountOptions
     from ._context import SyscallHost, SyscallWorld
 
 T = TypeVar("T")
@@ -245,6 +246,66 @@ class Syscalls(FileCalls, DirectoryCalls):
                                      "sleep", "", outcome)
         # The kill was honoured above: sleep_running's own check, skipped.
         self._scheduler.sleep_until_running(process, self._clock.now_ns + length_ns)
+
+    # -- time, waiting and the host, for the routes that are not syscalls -------
+
+    @property
+    def now_ns(self) -> int:
+        """Virtual nanoseconds since the world began (the monotonic clocks)."""
+        return self._clock.now_ns
+
+    @property
+    def epoch_ns(self) -> int:
+        """Wall-clock nanoseconds at virtual time 0: ``epoch_ns + now_ns`` is ``time_ns()``."""
+        return self._world.epoch_ns
+
+    @property
+    def tz(self) -> str:
+        """The world's time zone (an IANA name), the local time of every host."""
+        return self._world.tz
+
+    @property
+    def seed(self) -> int:
+        """The world's seed."""
+        return self._world.seed
+
+    @property
+    def mount_options(self) -> MountOptions:
+        """The nfs(5) options the process's host mounts the export with."""
+        return self._host.options
+
+    @property
+    def host_processes(self) -> list[Process]:
+        """Every process and thread of the process's host, in spawn order."""
+        return self._host.processes
+
+    def next_object_serial(self) -> int:
+        """A hash for an object the program keeps in a set, drawn in the world's order."""
+        return self._world._next_object_serial()
+
+    def spawn_thread(self, target: Callable[[], object], name: str, daemon: bool) -> Process:
+        """Start a thread of this process (same host, same descriptors)."""
+        return self._world._spawn_thread(self._process, target, name, daemon)
+
+    def yield_now(self) -> None:
+        """A yield point: let another runnable process run at this instant."""
+        self._scheduler.yield_now()
+
+    def block(self, waiting_on: str, deadline_ns: int | None = None) -> bool:
+        """Park until woken (True) or until ``deadline_ns`` passes (False)."""
+        return self._scheduler.block(waiting_on, deadline_ns)
+
+    def wake(self, process: Process) -> None:
+        """Make a blocked ``process`` runnable at the current instant."""
+        self._scheduler.wake(process)
+
+    def park(self) -> None:
+        """Hand the baton on during teardown and come back when resumed."""
+        self._scheduler.park()
+
+    def join(self, child: Process, deadline_ns: int | None) -> None:
+        """Wait until the thread ``child`` ends, or until ``deadline_ns`` passes."""
+        self._scheduler.join(self._process, child, deadline_ns)
 
     # -- paths ------------------------------------------------------------------
 

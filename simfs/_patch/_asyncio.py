@@ -66,18 +66,18 @@ class SimSelector:
             return self._real.select(timeout)  # the loop was handed to another thread
         if process.kill is not None:
             self._killed()
-        scheduler = process.scheduler
+        syscalls = process.syscalls
         ready = self._real.select(0)
         try:
             if ready or (timeout is not None and timeout <= 0):
-                scheduler.yield_now()
+                syscalls.yield_now()
                 return ready
             deadline = None
             if timeout is not None:
-                deadline = scheduler.clock.now_ns + max(seconds_to_ns(timeout, "timeout"), 1)
+                deadline = syscalls.now_ns + max(seconds_to_ns(timeout, "timeout"), 1)
             self._waiting = True
             try:
-                scheduler.block(_WAITING_ON, deadline)
+                syscalls.block(_WAITING_ON, deadline)
             finally:
                 self._waiting = False
         except ProcessKilled:
@@ -95,7 +95,7 @@ class SimSelector:
     def wake(self) -> None:
         """``call_soon_threadsafe`` wrote to the loop's self-pipe: stop waiting."""
         if self._waiting and current_process() is not None:
-            self._process.scheduler.wake(self._process)
+            self._process.syscalls.wake(self._process)
 
     def __getattr__(self, name: str) -> Any:
         # register, unregister, modify, get_key, get_map, close: the real ones.

@@ -25,14 +25,28 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Protocol
 
-from .._errors import SimulationEscape
+from .._engine._scheduler import Process
+from .._errors import SimfsError, SimulationEscape
 from ._tz import world_timezone
 
-if TYPE_CHECKING:
-    from .._world import World
+
+class World(Protocol):
+    """What a run's boundary needs of the world that runs (``World.run`` passes itself)."""
+
+    @property
+    def tz(self) -> str: ...
+
+    @property
+    def processes(self) -> Sequence[Process]: ...
+
+    @property
+    def hosts(self) -> Mapping[str, object]: ...
+
+    @property
+    def escapes(self) -> list[SimfsError]: ...
 
 _sentinel: str | None = None
 

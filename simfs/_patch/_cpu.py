@@ -31,7 +31,6 @@ from typing import Any
 
 from .._engine._clock import NS_PER_S
 from .._engine._scheduler import Process
-from .._world import host_of
 from ._registry import escape, in_world, patch
 
 # clock_gettime ids (Linux, clock_gettime(2)) by what they read inside the world.
@@ -46,15 +45,14 @@ _CPU_CLOCKS = frozenset(getattr(time, name) for name in (
 
 
 def _clock_ns(process: Process, clock_id: int, call: str) -> int:
-    now: int = process.scheduler.clock.now_ns
+    now: int = process.syscalls.now_ns
     if clock_id in _CPU_CLOCKS:
         return 0
     if clock_id in _MONOTONIC_CLOCKS:
         return now
     if clock_id in _WALL_CLOCKS:
         tai = 37 * NS_PER_S if clock_id == getattr(time, "CLOCK_TAI", None) else 0
-        epoch_ns: int = host_of(process).world.epoch_ns
-        return epoch_ns + now + tai
+        return process.syscalls.epoch_ns + now + tai
     raise escape(process, f"time.{call}({clock_id!r}) reads a clock simfs does not simulate; "
                           "use time.time(), time.monotonic() or CLOCK_REALTIME/MONOTONIC")
 
@@ -80,7 +78,7 @@ def install() -> None:
             lambda process, clock_id: _clock_ns(process, clock_id, "clock_gettime_ns")))
     patch(os, "getloadavg", in_world(os.getloadavg, lambda process: (0.0, 0.0, 0.0)))
     patch(os, "times", in_world(os.times, lambda process: os.times_result(
-        (0.0, 0.0, 0.0, 0.0, process.scheduler.clock.now_ns / NS_PER_S))))
+        (0.0, 0.0, 0.0, 0.0, process.syscalls.now_ns / NS_PER_S))))
     try:
         import resource
     except ImportError:  # not on this platform: nothing to route

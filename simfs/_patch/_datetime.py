@@ -33,7 +33,6 @@ from typing import Any
 
 from .._engine._clock import NS_PER_S
 from .._engine._scheduler import current_process
-from .._world import host_of
 from ._registry import REPLACEMENTS
 
 _RealDatetime = datetime_module.datetime
@@ -45,7 +44,8 @@ def _virtual_now_ns() -> int | None:
     process = current_process()
     if process is None:
         return None
-    return host_of(process).world.epoch_ns + process.scheduler.clock.now_ns
+    syscalls = process.syscalls
+    return syscalls.epoch_ns + syscalls.now_ns
 
 
 def _at(now_ns: int, tz: datetime_module.tzinfo | None) -> datetime_module.datetime:

@@ -5,7 +5,7 @@ attribute: ``os.environ`` and ``os.environb`` are ``os._Environ`` objects
 whose methods (``[]``, ``get``, iteration, ``copy``, ``setdefault``, and
 ``os.getenv``/``getenvb``, which call them) all read the instance's
 ``_data`` dict.  A property on the class answers ``_data`` with the calling
-simulated process's dict (``simfs._machine.ProcessEnvironment``) inside the
+simulated process's dict (``ProcessGroup.environ``, ``simfs/_engine/_scheduler.py``) inside the
 world and with the real dict anywhere else, so the real ``os.environ``
 object stays in place for pytest and the test body, and modules that bound
 it early (``from os import environ``) are routed too.  Changes a simulated
@@ -30,8 +30,6 @@ from typing import Any
 
 from .._engine._scheduler import Process, current_process
 from .._errors import simulated_oserror
-from .._machine import environment_of
-from .._world import host_of
 from ._registry import escape, in_world, patch
 
 
@@ -52,19 +50,19 @@ def _putenv(process: Process, name: Any, value: Any) -> None:
         raise simulated_oserror(errno.EINVAL)  # setenv(3): an empty name
     if b"=" in key:
         raise ValueError("illegal environment variable name")
-    environment_of(process).native[key] = encoded
+    process.group.native[key] = encoded
 
 
 def _unsetenv(process: Process, name: Any) -> None:
     key = _encoded(name)
     if not key or b"=" in key:
         raise simulated_oserror(errno.EINVAL)  # unsetenv(3)
-    environment_of(process).native.pop(key, None)
+    process.group.native.pop(key, None)
 
 
 def _tzset(process: Process) -> None:
-    zone = host_of(process).world.tz
-    tz = environment_of(process).native.get(b"TZ")
+    zone = process.syscalls.tz
+    tz = process.group.native.get(b"TZ")
     if tz is None or os.fsdecode(tz) == zone:
         return  # the world's zone is the one in effect
     raise escape(process, f"time.tzset() with TZ={os.fsdecode(tz)!r}: a process's own time "
@@ -84,7 +82,7 @@ def install() -> None:
         process = current_process()
         if process is None or not any(self is mapping for mapping in routed):
             return self.__dict__["_data"]
-        return environment_of(process).environ
+        return process.group.environ
 
     def set_data(self: Any, value: Any) -> None:
         self.__dict__["_data"] = value

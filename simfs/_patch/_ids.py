@@ -35,14 +35,9 @@ import platform
 import uuid
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from .._engine._scheduler import Process, current_process
-from .._world import host_of
+from .._engine._scheduler import Placement, Process, current_process
 from ._registry import in_world, patch
-
-if TYPE_CHECKING:
-    from .._world import Host
 
 # Every simulated host has this many CPUs (documented in docs/design.md).
 CPUS = 4
@@ -54,10 +49,10 @@ OWNER_ID = 0
 _UUID_EPOCH_OFFSET = 0x01B21DD213814000
 
 # Per host: the last version-1 timestamp handed out (libuuid's clock state).
-_last_uuid_time: weakref.WeakKeyDictionary[Host, int] = weakref.WeakKeyDictionary()
+_last_uuid_time: weakref.WeakKeyDictionary[Placement, int] = weakref.WeakKeyDictionary()
 
 
-def node_of(host: Host) -> int:
+def node_of(host: Placement) -> int:
     """The host's 48-bit IEEE 802 node (its "MAC address") for ``uuid1``.
 
     Drawn from the host's name, not the seed, as a machine's MAC does not
@@ -73,8 +68,8 @@ def _uuid1(real: Callable[..., uuid.UUID]) -> Callable[..., uuid.UUID]:
         process = current_process()
         if process is None:
             return real(node, clock_seq)
-        host = host_of(process)
-        now_ns = host.world.epoch_ns + process.scheduler.clock.now_ns
+        host = process.host
+        now_ns = process.syscalls.epoch_ns + process.syscalls.now_ns
         timestamp = now_ns // 100 + _UUID_EPOCH_OFFSET
         last = _last_uuid_time.get(host)
         if last is not None and timestamp <= last:

@@ -41,9 +41,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .._engine._scheduler import Process
-from .._machine import ProcessEnvironment, environment_of
-from .._world import host_of
+from .._engine._scheduler import Process, ProcessGroup
 from . import _fds
 from ._ids import CPUS
 from ._registry import escape, in_world, patch
@@ -91,14 +89,14 @@ def _above(value: int) -> float:
     return float("inf") if value == _INFINITY else value
 
 
-def _limits(environment: ProcessEnvironment, which: Any) -> tuple[int, int]:
+def _limits(environment: ProcessGroup, which: Any) -> tuple[int, int]:
     which = as_int(which)
     if which not in _DEFAULTS:
         raise ValueError("invalid resource specified")
     return environment.limits.get(which, _DEFAULTS[which])
 
 
-def _set(process: Process, environment: ProcessEnvironment, which: int, limits: Any,
+def _set(process: Process, environment: ProcessGroup, which: int, limits: Any,
          call: str) -> None:
     current = _limits(environment, which)
     try:
@@ -116,21 +114,22 @@ def _set(process: Process, environment: ProcessEnvironment, which: int, limits: 
     environment.limits[which] = (soft, hard)
 
 
-def _environment_of_pid(process: Process, pid: Any) -> ProcessEnvironment:
-    """The environment of the process ``pid`` names, as getsid finds it (ESRCH, TypeError)."""
+def _environment_of_pid(process: Process, pid: Any) -> ProcessGroup:
+    """The OS process (with its limits) ``pid`` names, as getsid finds it (ESRCH, TypeError)."""
     group = same_session(process, pid)
     if group == process.group.pid:
-        return environment_of(process)
-    # A live pid is a process group's, and spawn gave every group its environment.
-    return host_of(process).world.environments[group]
+        return process.group
+    # A live pid is a process group's on this host (same_session checked it).
+    return next(other.group for other in process.syscalls.host_processes
+                if other.group.pid == group)
 
 
 def _getrlimit(process: Process, which: Any) -> tuple[int, int]:
-    return _limits(environment_of(process), which)
+    return _limits(process.group, which)
 
 
 def _setrlimit(process: Process, which: Any, limits: Any) -> None:
-    _set(process, environment_of(process), which, limits, "setrlimit")
+    _set(process, process.group, which, limits, "setrlimit")
 
 
 def _prlimit(process: Process, pid: Any, which: Any, limits: Any = None) -> tuple[int, int]:
@@ -153,7 +152,7 @@ def _sysconf(process: Process, name: Any) -> int:
     if key in ("SC_PHYS_PAGES", "SC_AVPHYS_PAGES"):
         return HOST_MEMORY // _real_sysconf("SC_PAGE_SIZE")  # a fresh host: all of it free
     if key in _SYSCONF_SOFT_LIMITS and resource is not None:
-        soft = _limits(environment_of(process), getattr(resource, _SYSCONF_SOFT_LIMITS[key]))[0]
+        soft = _limits(process.group, getattr(resource, _SYSCONF_SOFT_LIMITS[key]))[0]
         if key == "SC_ARG_MAX":
             stack = _RLIM_INFINITY_C if soft == _INFINITY else soft
             return max(_LEGACY_ARG_MAX, stack // 4)

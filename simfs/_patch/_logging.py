@@ -26,6 +26,6 @@ def install() -> None:
         real_init(self, *args, **kwargs)
         process = current_process()
         if process is not None:
-            self.relativeCreated = process.scheduler.clock.now_ns * 1000 / NS_PER_S
+            self.relativeCreated = process.syscalls.now_ns * 1000 / NS_PER_S
 
     patch(record_class, "__init__", __init__)

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .._engine._scheduler import Process, _tls, current_process
+from .._engine._scheduler import Process, current_process, routing
 from .._errors import simulated_oserror
 from .._os._seam import SyscallSeam
 from . import _fds, _proc, _session
@@ -86,7 +86,7 @@ def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..
     names_fd = name in _NAMES_BAD_FD
 
     def route(*args: Any, **kwargs: Any) -> Any:
-        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
+        process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         if process is None:
             return real(*args, **kwargs)
         syscalls = process.syscalls
@@ -173,7 +173,7 @@ def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
     # would change the test process itself.
     reads_stdio = real.__name__ in _STDIO_PASSES
     def route(fd: Any, *args: Any, **kwargs: Any) -> Any:
-        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
+        process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         if process is None:
             return real(fd, *args, **kwargs)
         if not isinstance(fd, int):

@@ -20,7 +20,7 @@ import posixpath
 from collections.abc import Callable
 from typing import Any
 
-from .._engine._scheduler import Process, _tls
+from .._engine._scheduler import Process, routing
 from ._registry import patch
 
 _OS_PATH = ("exists", "isfile", "isdir")
@@ -36,7 +36,7 @@ def _absent(process: Process, text: Any) -> bool:
 
 def _os_path_route(real: Callable[[Any], bool]) -> Callable[[Any], bool]:
     def route(path: Any) -> bool:
-        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
+        process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         if process is not None:
             if path.__class__ is not str and hasattr(type(path), "__fspath__"):
                 path = os.fspath(path)  # a Path: its text read once, as the real call does
@@ -54,7 +54,7 @@ def _os_path_route(real: Callable[[Any], bool]) -> Callable[[Any], bool]:
 
 def _path_method_route(real: Callable[..., bool]) -> Callable[..., bool]:
     def route(self: Any, *args: Any, **kwargs: Any) -> bool:
-        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
+        process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         # follow_symlinks=False (3.12+) is an lstat: the body's own way.
         if (process is not None and not args and kwargs.get("follow_symlinks", True)
                 and isinstance(self, pathlib.PurePath) and _absent(process, str(self))):

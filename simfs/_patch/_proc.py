@@ -38,7 +38,6 @@ from .._nfs._mount import (
     DEFAULT_ACREGMIN,
 )
 from .._nfs._server import EXPORT_DEV
-from .._world import host_of
 from . import _devices
 
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ def outside_export(process: Process, path: object) -> str | None:
 
 
 def _ancestors(process: Process) -> list[str]:
-    export = host_of(process).world.export
+    export = process.syscalls.export
     parents = []
     while export != "/":
         export = posixpath.dirname(export)
@@ -105,7 +104,7 @@ def _ancestors(process: Process) -> list[str]:
 
 def _mount_options(process: Process) -> str:
     """The host's mount as the kernel lists it in /proc/mounts."""
-    options = host_of(process).options
+    options = process.syscalls.mount_options
     parts = ["ro" if options.readonly else "rw", "relatime", "vers=3", "rsize=1048576",
              "wsize=1048576", "namlen=255"]
     for name, value, default in (("acregmin", options.acregmin, DEFAULT_ACREGMIN),
@@ -131,14 +130,14 @@ def _mount_options(process: Process) -> str:
 
 
 def _mounts(process: Process) -> str:
-    export = host_of(process).world.export
+    export = process.syscalls.export
     return (f"/dev/sda1 / ext4 rw,relatime 0 0\n"
             f"proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
             f"nfs-server:{export} {export} nfs {_mount_options(process)} 0 0\n")
 
 
 def _mountinfo(process: Process) -> str:
-    export = host_of(process).world.export
+    export = process.syscalls.export
     nfs = f"{os.major(EXPORT_DEV)}:{os.minor(EXPORT_DEV)}"
     return (f"21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
             f"22 21 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc rw\n"
@@ -153,12 +152,12 @@ def _pid_of(process: Process, part: str) -> int | None:
     if not part.isdigit():
         return None
     pid = int(part)
-    alive = any(p.group.pid == pid and not p.done for p in host_of(process).processes)
+    alive = any(p.group.pid == pid and not p.done for p in process.syscalls.host_processes)
     return pid if alive else None
 
 
 def _comm(process: Process, pid: int) -> str:
-    for candidate in host_of(process).processes:
+    for candidate in process.syscalls.host_processes:
         if candidate.group.pid == pid and candidate.parent is None:
             return str(candidate.name)[:15]
     return "python3"
@@ -180,7 +179,7 @@ def _pid_status(process: Process, pid: int) -> str:
 
 
 def _boot_id(process: Process) -> str:
-    seeded = f"{host_of(process).world.seed}:{process.host.name}".encode()
+    seeded = f"{process.syscalls.seed}:{process.host.name}".encode()
     digest = hashlib.blake2b(seeded, digest_size=16).hexdigest()
     return f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:]}\n"
 

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._engine._scheduler import Process, _tls, current_process
+from .._engine._scheduler import Process, current_process, routing
 from .._errors import SimulationEscape
 
 # id(original) -> replacement, for rebinding names bound by "from os import stat".
@@ -72,11 +72,11 @@ def outside_world() -> Iterator[None]:
     tracebacks), which are not the simulated program's I/O.
     """
     process = current_process()
-    _tls.process = None
+    routing.process = None
     try:
         yield
     finally:
-        _tls.process = process
+        routing.process = process
 
 
 def real_outside(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -42,7 +42,6 @@ from typing import Any
 
 from .._engine._scheduler import Process
 from .._errors import simulated_oserror
-from .._world import host_of
 from . import _fds
 from ._registry import escape, in_world, patch
 
@@ -54,7 +53,7 @@ def is_live_pid(process: Process, pid: int) -> bool:
 
     Another host is another machine: its pids mean nothing here.
     """
-    return any(other.group.pid == pid and other.active for other in host_of(process).processes)
+    return any(other.group.pid == pid and other.active for other in process.syscalls.host_processes)
 
 
 def as_int(value: Any) -> int:
@@ -116,7 +115,7 @@ def kill(process: Process, pid: Any, sig: Any) -> None:
         found = True  # its own process group
     elif pid == -1:  # every process it may signal, except itself
         found = any(other.group.pid != own and other.active
-                    for other in host_of(process).processes)
+                    for other in process.syscalls.host_processes)
     else:
         found = is_live_pid(process, abs(pid))  # a pid, or the group it leads
     if not found:

@@ -32,7 +32,6 @@ from .._engine import _scheduler as sched
 from .._engine._clock import seconds_to_ns
 from .._engine._scheduler import Process, current_process
 from .._engine._sync import SimLock, SimRLock
-from .._world import host_of
 from ._registry import patch
 
 _RealSimpleQueue = queue.SimpleQueue
@@ -140,7 +139,7 @@ def _world_hash(self: object) -> int:
     if serial is None:
         process = current_process()
         serial = (object.__hash__(self) if process is None
-                  else host_of(process).world._next_object_serial())
+                  else process.syscalls.next_object_serial())
         namespace["_simfs_hash"] = serial
     return serial
 
@@ -226,8 +225,7 @@ def install() -> None:
             raise RuntimeError("thread.__init__() not called")
         if self._started.is_set():  # type: ignore[attr-defined]
             raise RuntimeError("threads can only be started once")
-        world = host_of(process).world
-        child = world._spawn_thread(process, lambda: _run_thread(self), self.name, self.daemon)
+        child = process.syscalls.spawn_thread(lambda: _run_thread(self), self.name, self.daemon)
         child.thread = self
         self._simfs_process = child  # type: ignore[attr-defined]
         self._started.set()  # type: ignore[attr-defined]
@@ -244,13 +242,8 @@ def install() -> None:
             return None  # outside the world nothing more will happen to it
         deadline = None
         if timeout is not None:
-            deadline = process.scheduler.clock.now_ns + seconds_to_ns(max(timeout, 0), "timeout")
-        while child.state not in (sched.DONE, sched.DETACHED):
-            child._joiners.append(process)
-            if not process.scheduler.block(f"join of {child.name!r}", deadline):
-                if process in child._joiners:
-                    child._joiners.remove(process)
-                break
+            deadline = process.syscalls.now_ns + seconds_to_ns(max(timeout, 0), "timeout")
+        process.syscalls.join(child, deadline)
         return None
 
     def is_alive(self: threading.Thread) -> bool:

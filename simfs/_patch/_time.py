@@ -15,8 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._engine._clock import NS_PER_S
-from .._engine._scheduler import Process, _tls, current_process
-from .._world import host_of
+from .._engine._scheduler import Process, current_process, routing
 from ._registry import patch
 
 
@@ -31,9 +30,10 @@ def _clock_route(real: Callable[[], float | int], *, wall: bool, ns: bool
         process = current_process()
         if process is None:
             return real()
-        now: int = process.scheduler.clock.now_ns
+        syscalls = process.syscalls
+        now = syscalls.now_ns
         if wall:
-            now += host_of(process).world.epoch_ns
+            now += syscalls.epoch_ns
         return now if ns else now / NS_PER_S
 
     return route
@@ -44,7 +44,8 @@ def _virtual_seconds() -> float | None:
     process = current_process()
     if process is None:
         return None
-    return (host_of(process).world.epoch_ns + process.scheduler.clock.now_ns) / NS_PER_S
+    syscalls = process.syscalls
+    return (syscalls.epoch_ns + syscalls.now_ns) / NS_PER_S
 
 
 def _calendar_route(real: Callable[..., Any], convert: Callable[[float], Any]
@@ -87,7 +88,7 @@ def install() -> None:
     real_sleep = time.sleep
 
     def sleep(seconds: float) -> None:
-        process: Process | None = getattr(_tls, "process", None)  # current_process(), inlined
+        process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         if process is None:
             return real_sleep(seconds)
         process.syscalls.sleep(seconds)

@@ -37,7 +37,6 @@ import trio._core._thread_cache as trio_thread_cache
 from .._engine._clock import NS_PER_S
 from .._engine._scheduler import Process, current_process
 from .._errors import ProcessKilled
-from .._world import host_of
 from ._registry import escape, patch
 
 # id(EntryQueue) -> the clock of the simulated trio.run it belongs to.  Every
@@ -50,7 +49,7 @@ class SimClock(trio.abc.Clock):
 
     def __init__(self, process: Process) -> None:
         self._process = process
-        self._scheduler = process.scheduler
+        self._syscalls = process.syscalls
         self.random = random.Random(f"simfs-trio:{process.group.rng_seed}:{process.pid}")
         self._waiting = False
         self._pending_wakeup = False
@@ -66,7 +65,7 @@ class SimClock(trio.abc.Clock):
             _CLOCKS.pop(self._queue_id, None)
 
     def current_time(self) -> float:
-        now: float = self._scheduler.clock.now_ns / NS_PER_S
+        now: float = self._syscalls.now_ns / NS_PER_S
         return now
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
@@ -75,14 +74,14 @@ class SimClock(trio.abc.Clock):
         if self._pending_wakeup:
             self._pending_wakeup = False
             return 0
-        now_ns = self._scheduler.clock.now_ns
+        now_ns = self._syscalls.now_ns
         if deadline <= now_ns / NS_PER_S:
             return 0
         wake_ns = None if math.isinf(deadline) else max(math.ceil(deadline * NS_PER_S),
                                                         now_ns + 1)
         self._waiting = True
         try:
-            self._scheduler.block("trio: the next deadline or a thread's result", wake_ns)
+            self._syscalls.block("trio: the next deadline or a thread's result", wake_ns)
         except ProcessKilled:
             return self._unwind()
         finally:
@@ -105,13 +104,13 @@ class SimClock(trio.abc.Clock):
             return 0
         # Still waiting, e.g. for a worker thread that has yet to unwind:
         # let the teardown run the others and come back.
-        self._scheduler.park()
+        self._syscalls.park()
         return 0
 
     def thread_reported(self) -> None:
         """Someone called run_sync_soon: wake the run if it is parked."""
         if self._waiting:
-            self._scheduler.wake(self._process)
+            self._syscalls.wake(self._process)
         else:
             self._pending_wakeup = True
 
@@ -179,7 +178,7 @@ def install() -> None:
         def job() -> None:
             deliver(outcome.capture(fn))
 
-        host_of(process).world._spawn_thread(process, job, name or "trio-thread", daemon=True)
+        process.syscalls.spawn_thread(job, name or "trio-thread", daemon=True)
         return None
 
     patch(trio, "run", run)

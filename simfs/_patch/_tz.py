@@ -30,7 +30,7 @@ import os
 import time
 from collections.abc import Iterator
 
-from .._machine import DEFAULT_ZONE, check_zone, zone_file
+from .._os._machine import DEFAULT_ZONE, check_zone, zone_file
 
 # The POSIX TZ form of UTC (tzset(3)): offset 0, no DST, no tz database needed.
 _UTC_RULE = "UTC0"

@@ -18,7 +18,7 @@ import pwd
 from typing import Any
 
 from .._engine._scheduler import Process
-from .._machine import HOME, USER
+from .._os._machine import HOME, USER
 from ._ids import OWNER_ID
 from ._registry import in_world, patch
 

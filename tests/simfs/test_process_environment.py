@@ -2,7 +2,7 @@
 
 Each test first gives the real process an environment that a leak would
 show (another user, a CI variable), then checks what the simulated program
-sees.  The default is a fixed root login environment (simfs/_machine.py).
+sees.  The default is a fixed root login environment (simfs/_os/_machine.py).
 """
 
 from __future__ import annotations

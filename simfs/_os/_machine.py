@@ -24,6 +24,10 @@ world's user, root (uid 0 owns every simulated file):
 No ``TERM``, ``COLUMNS`` or ``LINES``: a simulated process runs as a batch
 job, without a terminal.  ``World(env=)`` changes this for every process and
 ``spawn(..., env=)`` for one; a value of None removes a variable.
+
+The world merges them here and hands the result to the process group
+(``ProcessGroup.environ``, ``native`` and ``limits``), which the routes
+read: this module sits below the world and the routes, beside the syscalls.
 """
 
 from __future__ import annotations
@@ -34,10 +38,7 @@ import inspect
 import os
 import zoneinfo
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ._engine._scheduler import Process
+from typing import Any
 
 # oci.DefaultPathEnv("linux") in moby (daemon/oci), the PATH of a container
 # whose image sets none; Debian's /etc/profile gives root the same.
@@ -196,30 +197,3 @@ def check_spawn_env(target: Callable[..., Any], env: object) -> None:
                 f"{name!r} also accepts a keyword 'env' (as {parameter}); pass the target's "
                 "own arguments with functools.partial(target, env=...) or a lambda, and the "
                 "process's environment with spawn's env=")
-
-
-class ProcessEnvironment:
-    """One simulated process's environment and resource limits, shared by its threads.
-
-    ``environ`` is what ``os.environ`` shows (the interpreter's copy, made at
-    start); ``native`` is the C library's environment that ``os.putenv`` and
-    ``os.unsetenv`` change, as in a real process, where ``putenv`` does not
-    update ``os.environ``.  Both start equal.  Keys and values are bytes, as
-    ``os.environ``'s own store holds them on POSIX.
-    """
-
-    __slots__ = ("environ", "limits", "native")
-
-    def __init__(self, variables: Mapping[str, str]) -> None:
-        self.environ = {os.fsencode(name): os.fsencode(value)
-                        for name, value in variables.items()}
-        self.native = dict(self.environ)
-        # resource limits this process set (setrlimit); unset ones are the defaults.
-        self.limits: dict[int, tuple[int, int]] = {}
-
-
-def environment_of(process: Process) -> ProcessEnvironment:
-    """The environment of ``process``'s OS process (``World.spawn`` made it)."""
-    from ._world import host_of
-
-    return host_of(process).world.environments[process.group.pid]
