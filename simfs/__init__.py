@@ -45,12 +45,12 @@ def native_guard(enable: bool = False) -> str:
 
     Opt-in (also ``SIMFS_NATIVE_GUARD=1``): a seccomp filter on simulated
     processes' threads refuses a real filesystem change made by native code
-    and fails the run with ``SimulationEscape`` (``simfs/_patch/_native_guard.py``).
+    and fails the run with ``SimulationEscape`` (``simfs/_patch/_guards/_native_guard.py``).
 
     Args:
         enable: install the guard now, if this machine allows it.
     """
-    from ._patch import _native_guard
+    from ._patch._guards import _native_guard
 
     return _native_guard.enable() if enable else _native_guard.status()
 

@@ -209,7 +209,7 @@ class World:
         self.processes: list[Process] = []
         # SIMFS_NATIVE_GUARD=1 must act before the baton is chosen: the guard
         # filters per OS thread, so its worlds run the thread baton.
-        from ._patch._native_guard import status as native_guard_status
+        from ._patch._guards._native_guard import status as native_guard_status
 
         native_guard_status()
         self.scheduler = make_scheduler(self.clock, choose, choose_on_main=on_main,
@@ -329,7 +329,7 @@ class World:
         install()
         target = simulated(target)
         if inspect.iscoroutinefunction(target):
-            from ._patch._trio import run_async
+            from ._patch._concurrency._trio import run_async
 
             return lambda: run_async(target, args, kwargs)
         return lambda: target(*args, **kwargs)
@@ -496,7 +496,7 @@ class World:
         return next(self._ofd_ids)
 
     def _next_object_serial(self) -> int:
-        """A hash for an object a program keeps in a set (see simfs._patch._threads)."""
+        """A hash for an object a program keeps in a set (_patch/_concurrency/_threads.py)."""
         return next(self._object_serials)
 
     # -- process lifecycle --------------------------------------------------------

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from .._os._seam import SyscallSeam
 
 # How the thread baton starts a process's OS thread.  The opt-in native-write
-# guard (simfs/_patch/_native_guard.py) replaces it, so that every process
+# guard (simfs/_patch/_guards/_native_guard.py) replaces it, so that every process
 # thread inherits its seccomp filter; the engine never imports the routes.
 thread_starter: Callable[[Callable[..., object], tuple[Any, ...]], object] = \
     _thread.start_new_thread

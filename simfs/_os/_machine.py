@@ -18,7 +18,7 @@ world's user, root (uid 0 owns every simulated file):
 - ``LANG=C.UTF-8``: the UTF-8 C locale (glibc 2.35+, and what CPython's
   PEP 538 coerces the C locale to);
 - ``TZ``: the world's zone (``World(tz=)``), which is also what the C
-  library's local time uses during a run (see ``_patch/_tz.py``);
+  library's local time uses during a run (see ``_patch/_clocks/_tz.py``);
 - ``HOSTNAME``: the host's name, as Docker sets it in every container.
 
 No ``TERM``, ``COLUMNS`` or ``LINES``: a simulated process runs as a batch
@@ -43,7 +43,7 @@ from typing import Any
 # oci.DefaultPathEnv("linux") in moby (daemon/oci), the PATH of a container
 # whose image sets none; Debian's /etc/profile gives root the same.
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-# The world's user: root, the owner of every simulated file (see _patch/_ids.py).
+# The world's user: root, the owner of every simulated file (see _patch/_identity/_ids.py).
 USER = "root"
 HOME = "/root"
 

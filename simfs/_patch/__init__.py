@@ -15,37 +15,29 @@ by identity in every loaded module and rebound, as pyfakefs does; modules
 imported later bind the routes directly.  The interpreter's own machinery (``posix``, ``_io``,
 import machinery) keeps the originals: importing a module inside a simulated
 process reads real files, as it must.
+
+The route modules are grouped by concern: ``_files``, ``_clocks``,
+``_concurrency``, ``_identity``, ``_libraries`` and ``_guards`` (each
+package's docstring says what it holds); ``_registry`` (originals,
+replacements, ``in_world``) and ``_imports`` (routes put in when a module is
+imported) serve them all.  ``_INSTALL_ORDER`` below is the one list of what
+``install()`` puts in, and in which order.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from types import FunctionType, ModuleType
 
-from . import (
-    _audit,
-    _compat,
-    _cpu,
-    _descriptors,
-    _environ,
-    _escapes,
-    _fcntl,
-    _ids,
-    _io,
-    _limits,
-    _logging,
-    _misc,
-    _mmap,
-    _native,
-    _os,
-    _probes,
-    _session,
-    _threads,
-    _time,
-    _users,
-)
-from ._boundary import real_cwd_sentinel
+from ._clocks import _cpu, _time
+from ._concurrency import _threads
+from ._files import _descriptors, _fcntl, _io, _mmap, _os, _probes
+from ._guards import _audit, _escapes
+from ._guards._boundary import real_cwd_sentinel
+from ._identity import _environ, _ids, _limits, _misc, _session, _users
 from ._imports import when_imported
+from ._libraries import _compat, _logging, _native
 from ._registry import REPLACEMENTS
 
 __all__ = ["install", "real_cwd_sentinel"]
@@ -62,18 +54,46 @@ _KEEP_REAL = frozenset({
 })
 
 
+# Every route module's install(), in the order install() calls them.  Where
+# two modules patch one name, the later one's route is the one bound.  A
+# name (not a module) is imported only as install() runs.  Installed from
+# elsewhere: _clocks/_datetime.py by _clocks/_time.py (datetime's "now" is
+# time's clock), _concurrency/_trio.py when the program imports trio (below),
+# _guards/_native_guard.py on request (SIMFS_NATIVE_GUARD, simfs.native_guard).
+_INSTALL_ORDER: tuple[ModuleType | str, ...] = (
+    _os,                          # files: os path and descriptor calls
+    _io,                          # files: open, io.open
+    _time,                        # clocks: time (and datetime)
+    _cpu,                         # clocks: CPU-time clocks, getrusage
+    _threads,                     # concurrency: threading, queue
+    _ids,                         # identity: pids, uname, uuid1, getnode
+    _fcntl,                       # files: flock, lockf, fcntl
+    _misc,                        # identity: random, tempfile names, hostname, umask
+    _escapes,                     # guards: subprocesses, pools, pipes, sockets
+    _mmap,                        # files: mmap
+    _native,                      # libraries: safetensors, blake3, numpy native I/O
+    _compat,                      # libraries: filelock's fork check, importlib.metadata
+    _logging,                     # libraries: logging record times
+    _environ,                     # identity: os.environ, putenv, tzset
+    _session,                     # identity: sessions, terminals, signals
+    _users,                       # identity: pwd, grp, ids
+    _limits,                      # identity: resource limits, sysconf
+    _audit,                       # guards: the audit hook
+    _probes,                      # files: os.path.exists/isfile/isdir/islink/lexists
+    _descriptors,                 # files: the other descriptor calls
+    "_concurrency._asyncio",      # concurrency: asyncio's event loop
+)
+
+
 def install() -> None:
     """Install every route (idempotent) and rebind aliases in loaded modules."""
     global _installed
     if not _installed:
         _installed = True
-        for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
-                       _native, _compat, _logging, _environ, _session, _users, _limits,
-                       _audit, _probes, _descriptors):
+        for entry in _INSTALL_ORDER:
+            module = (importlib.import_module(f"{__name__}.{entry}") if isinstance(entry, str)
+                      else entry)
             module.install()
-        from . import _asyncio
-
-        _asyncio.install()
         # trio is routed when the program imports it: importing it here was a
         # fifth of ``python -m scenarios run handshake``'s start-up (issue 16),
         # for a program that never uses it.  As before, a program must import
@@ -85,7 +105,7 @@ def install() -> None:
 
 
 def _route_trio(module: ModuleType) -> None:
-    from . import _trio
+    from ._concurrency import _trio
 
     _trio.install()
 

@@ -186,7 +186,7 @@ def _probed_run(mount: str, seed: int) -> tuple[str, list[bool]]:
 def test_exists_isfile_and_isdir_answer_and_trace_as_their_stdlib_bodies(mount, seed,
                                                                        monkeypatch):
     # The routes answer "absent" from the caches without building an
-    # exception (simfs/_patch/_probes.py); the standard library's own bodies
+    # exception (simfs/_patch/_files/_probes.py); the standard library's own bodies
     # call the os.stat route and catch its OSError.  Same calls, same answers.
     absent = []
     original = Syscalls.cached_absent
@@ -208,7 +208,7 @@ def test_exists_isfile_and_isdir_answer_and_trace_as_their_stdlib_bodies(mount, 
         for name in ("exists", "isfile", "isdir", "is_file", "is_dir"):
             if name in vars(owner):
                 route = vars(owner)[name]
-                assert route.__module__ == "simfs._patch._probes", (owner, name)
+                assert route.__module__ == "simfs._patch._files._probes", (owner, name)
                 monkeypatch.setattr(owner, name, route.__wrapped__)
     assert _probed_run(mount, seed) == routed
 

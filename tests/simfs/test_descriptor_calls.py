@@ -3,7 +3,7 @@
 Simulated descriptors start at 2**20, so an unrouted call on one failed with
 EBADF: a wrong answer for a descriptor the program holds, silently.  And the
 process-wide calls (ids, priority, CPUs, ``abort``, ``wait``) acted on the
-test process itself.  simfs/_patch/_descriptors.py and _escapes.py list what
+test process itself.  simfs/_patch/_files/_descriptors.py and _guards/_escapes.py list what
 each does now; these tests hold them to it.
 """
 

@@ -1,6 +1,6 @@
 """fcntl.fcntl and fcntl.ioctl inside the world never reach a real descriptor.
 
-As for the os calls (simfs/_patch/_fds.py): a number no Linux process can
+As for the os calls (simfs/_patch/_files/_fds.py): a number no Linux process can
 hold (negative, or at least fs.nr_open's default 1 << 20, fs/file.c) is
 EBADF; a number the simulated process does not hold may be one of the test
 process's own descriptors and is a loud escape; the standard streams answer

@@ -16,7 +16,7 @@ import posixpath
 
 import pytest
 
-from simfs._patch import _proc
+from simfs._os import _proc
 
 EXPORT = "/shared"
 PARTS = ("shared", ".", "..", "", ".hidden", "..x", "proc", "dir")

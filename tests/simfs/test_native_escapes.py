@@ -3,7 +3,7 @@
 A ``ctypes`` call of a function resolved before the run raises no audit
 event (measured on CPython 3.11: ``ctypes.call_function`` did not fire), so
 only the kernel sees ``libc.open(b"/tmp/x", O_CREAT|O_WRONLY)``.  The guard
-(``simfs/_patch/_native_guard.py``) is opt-in and irrevocable for the
+(``simfs/_patch/_guards/_native_guard.py``) is opt-in and irrevocable for the
 threads it filters, so each case runs in a fresh interpreter.
 """
 
@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from simfs._patch import _native_guard
+from simfs._patch._guards import _native_guard
 
 _SUPPORTED = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64")
 

@@ -4,7 +4,7 @@ Each is answered from the real test process otherwise: its process group
 (a shell job, a pytest-xdist worker), its terminal, the machine's
 /etc/passwd, its ulimits (a CI runner's container or a systemd unit).  The
 simulated process runs as a batch job started by init in a fresh session,
-as its /proc/<pid>/stat says (simfs/_patch/_session.py, _users.py, _limits.py).
+as its /proc/<pid>/stat says (simfs/_patch/_identity/_session.py, _users.py, _limits.py).
 """
 
 from __future__ import annotations

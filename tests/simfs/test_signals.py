@@ -5,7 +5,7 @@ their holder lives: it succeeds for a live simulated process on the same
 host and is ESRCH otherwise, as the kernel answers (kill_pid_info in
 kernel/signal.c: no task, ESRCH; then valid_signal: 0 to _NSIG = 64, else
 EINVAL).  Delivering a real signal is not simulated: a loud escape naming
-the call (simfs/_patch/_session.py).
+the call (simfs/_patch/_identity/_session.py).
 """
 
 from __future__ import annotations

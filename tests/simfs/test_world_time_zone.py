@@ -4,7 +4,7 @@ C's local time (localtime, mktime, strftime's %Z, datetime's astimezone())
 reads TZ, past every Python route, and glibc silently uses UTC under an
 unknown name (measured: TZ=Nowhere/Bogus gave tzname ('Nowhere', 'Nowhere')
 and offset 0), so World(tz=) checks the name and sets the zone's file by
-path while the world runs (simfs/_os/_machine.py, simfs/_patch/_tz.py).
+path while the world runs (simfs/_os/_machine.py, simfs/_patch/_clocks/_tz.py).
 """
 
 from __future__ import annotations

@@ -1,0 +1,133 @@
+"""asyncio inside the world: the event loop waits on the world's scheduler.
+
+An asyncio loop keeps time with ``time.monotonic()``, which is routed, so
+``loop.time()``, ``asyncio.sleep``, ``wait_for`` and ``asyncio.timeout`` are
+already on virtual time.  What is not is the wait itself: when nothing is
+ready the loop blocks in the real ``epoll`` for as long as its next timer
+says, or forever while a ``run_in_executor`` worker (a simulated thread that
+can only run once this process yields) computes its result; measured on
+filelock's suite, 38 asyncio tests sat there until ``BlockedOutsideSimulation``.
+
+So a loop created inside a simulated process gets a selector that first
+asks the real selector what is ready without waiting (the loop's self-pipe,
+written by ``call_soon_threadsafe``), and otherwise blocks in the world's
+scheduler until the loop's next timer or until another simulated thread
+calls ``call_soon_threadsafe``, as trio's clock does (see ``_trio``).  Every
+turn of the loop is a yield point, so a loop that only ever has ready
+callbacks (``while True: await asyncio.sleep(0)``) lets others run and
+counts against ``max_events``.  asyncio's own ready queue is FIFO, so the
+schedule inside one loop is a function of the world's schedule alone.
+
+Task names come from the world too: a task created without a name is
+``Task-N`` from a counter that real asyncio keeps once per interpreter (in
+C, ``_asyncio``'s ``task_name_counter``, which no Python route reaches), so
+every earlier ``asyncio.run`` of the test process moved it: the same seed
+named its tasks differently in the 1st and the 1,000th world.  Inside the
+world ``loop.create_task`` (which ``asyncio.create_task``, ``ensure_future``,
+``TaskGroup`` and ``asyncio.run`` all use) names the task from a counter of
+the simulated process, starting at 1 as in a fresh interpreter.  A task
+built by calling ``asyncio.Task(...)`` directly still takes the C counter.
+
+When the world stops the process (teardown, a runaway), the loop is left
+where it is, as a killed process leaves it: the kill unwinds out of
+``asyncio.run``, and its pending tasks are dropped without asyncio's "Task
+was destroyed but it is pending" complaint at garbage collection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import asyncio.base_events as base_events
+import asyncio.selector_events as selector_events
+import selectors
+from typing import Any
+
+from ..._engine._clock import seconds_to_ns
+from ..._engine._scheduler import Process, current_process
+from ..._errors import ProcessKilled
+from .._registry import patch
+
+_WAITING_ON = "asyncio: the next timer or a thread's result"
+
+
+class SimSelector:
+    """The loop's selector: real readiness without waiting, waits on virtual time."""
+
+    def __init__(self, real: selectors.BaseSelector, process: Process,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self._real = real
+        self._process = process
+        self._loop = loop
+        self._waiting = False
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        process = self._process
+        if current_process() is not process:
+            return self._real.select(timeout)  # the loop was handed to another thread
+        if process.kill is not None:
+            self._killed()
+        syscalls = process.syscalls
+        ready = self._real.select(0)
+        try:
+            if ready or (timeout is not None and timeout <= 0):
+                syscalls.yield_now()
+                return ready
+            deadline = None
+            if timeout is not None:
+                deadline = syscalls.now_ns + max(seconds_to_ns(timeout, "timeout"), 1)
+            self._waiting = True
+            try:
+                syscalls.block(_WAITING_ON, deadline)
+            finally:
+                self._waiting = False
+        except ProcessKilled:
+            self._killed()
+        return self._real.select(0)
+
+    def _killed(self) -> None:
+        """Unwind out of the loop, dropping its tasks quietly (see the module doc)."""
+        for task in asyncio.all_tasks(self._loop):
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
+        kill = self._process.kill
+        assert kill is not None
+        raise kill
+
+    def wake(self) -> None:
+        """``call_soon_threadsafe`` wrote to the loop's self-pipe: stop waiting."""
+        if self._waiting and current_process() is not None:
+            self._process.syscalls.wake(self._process)
+
+    def __getattr__(self, name: str) -> Any:
+        # register, unregister, modify, get_key, get_map, close: the real ones.
+        return getattr(self._real, name)
+
+
+def install() -> None:
+    loop_class: Any = selector_events.BaseSelectorEventLoop
+    real_init = loop_class.__init__
+    real_write_to_self = loop_class._write_to_self
+
+    def __init__(self: Any, selector: selectors.BaseSelector | None = None) -> None:
+        real_init(self, selector)
+        process = current_process()
+        if process is not None:
+            self._selector = SimSelector(self._selector, process, self)
+
+    def _write_to_self(self: Any) -> None:
+        real_write_to_self(self)
+        selector = self._selector
+        if isinstance(selector, SimSelector):
+            selector.wake()
+
+    base_class: Any = base_events.BaseEventLoop
+    real_create_task = base_class.create_task
+
+    def create_task(self: Any, coro: Any, *, name: str | None = None, **kwargs: Any) -> Any:
+        process = current_process()
+        if name is None and process is not None:
+            name = f"Task-{process.group.next_number('asyncio.Task', 1)}"
+        return real_create_task(self, coro, name=name, **kwargs)
+
+    patch(base_class, "create_task", create_task)
+    patch(loop_class, "__init__", __init__)
+    patch(loop_class, "_write_to_self", _write_to_self)

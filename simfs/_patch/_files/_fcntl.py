@@ -1,0 +1,114 @@
+"""Routes for ``fcntl``: flock and lockf get real lock semantics across hosts.
+
+pyfakefs makes them no-ops (DESIGN §3.3); here they go to the world's lock
+table, as Linux NFS sends them to the server's lock manager.
+
+``fcntl.fcntl`` and ``fcntl.ioctl`` inside the world never reach a real
+descriptor, as the ``os`` calls do not (``_fds``): a number no process can
+hold is ``EBADF``; the standard streams, which belong to the test process,
+answer ``F_GETFD``/``F_GETFL`` as a batch job's pipes would and are not a
+terminal (terminal ``ioctl``s are ``ENOTTY``, as on the process's files);
+anything else on a descriptor the process does not hold is a
+``SimulationEscape``, since it may be one of the test process's own.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+from typing import Any
+
+from ..._engine._scheduler import Process, current_process
+from ..._errors import simulated_oserror
+from .._registry import escape, patch
+from . import _fds
+
+_HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0, fcntl.F_GETFL: 0, fcntl.F_SETFL: 0}
+_STDIO = (0, 1, 2)
+try:
+    import termios
+except ImportError:  # no terminals on this platform: nothing asks for one
+    _TERMINAL_REQUESTS: frozenset[int] = frozenset()
+else:
+    # ioctls only a terminal answers: any other file says ENOTTY (tty_ioctl(4)).
+    _TERMINAL_REQUESTS = frozenset(getattr(termios, name) for name in (
+        "TIOCGWINSZ", "TIOCSWINSZ", "TCGETS", "TCSETS", "TCSETSW", "TCSETSF", "TIOCGPGRP",
+        "TIOCSPGRP", "TIOCGSID", "TIOCSCTTY", "TIOCNOTTY", "TIOCOUTQ", "TIOCSTI")
+        if hasattr(termios, name))
+
+
+def _stdio_fcntl(process: Process, fd: int, command: int) -> int:
+    """``F_GETFD``/``F_GETFL`` of a standard stream: a batch job's pipe, no close-on-exec."""
+    if command == fcntl.F_GETFD:
+        return 0
+    if command == fcntl.F_GETFL:
+        return os.O_RDONLY if fd == 0 else os.O_WRONLY
+    raise escape(process, f"fcntl.fcntl({fd}, {command}) would change the test process's "
+                          "own standard stream")
+
+
+def _fd_of(target: Any) -> int:
+    fd = target if isinstance(target, int) else int(target.fileno())
+    if fd < 0:  # PyObject_AsFileDescriptor's check, before any system call
+        raise ValueError(f"file descriptor cannot be a negative integer ({fd})")
+    return fd
+
+
+def install() -> None:
+    real_flock = fcntl.flock
+    real_lockf = fcntl.lockf
+    real_fcntl = fcntl.fcntl
+    real_ioctl = fcntl.ioctl
+
+    def flock(target: Any, operation: int) -> None:
+        process = current_process()
+        fd = _fd_of(target)
+        if process is None or not process.syscalls.owns_fd(fd):
+            if process is not None:
+                _fds.refuse_foreign(process, fd, f"fcntl.flock({fd})")
+            return real_flock(target, operation)
+        process.syscalls.flock(fd, operation)
+        return None
+
+    def lockf(target: Any, command: int, length: int = 0, start: int = 0,
+              whence: int = 0) -> Any:
+        process = current_process()
+        fd = _fd_of(target)
+        if process is None or not process.syscalls.owns_fd(fd):
+            if process is not None:
+                _fds.refuse_foreign(process, fd, f"fcntl.lockf({fd})")
+            return real_lockf(target, command, length, start, whence)
+        process.syscalls.lockf(fd, command, length, start, whence)
+        return None
+
+    def fcntl_(target: Any, command: int, argument: Any = 0) -> Any:
+        process = current_process()
+        if process is None:
+            return real_fcntl(target, command, argument)
+        fd = _fd_of(target)
+        if not process.syscalls.owns_fd(fd):
+            if fd in _STDIO:
+                return _stdio_fcntl(process, fd, command)
+            _fds.refuse_foreign(process, fd, f"fcntl.fcntl({fd}, {command})")
+        if command in _HARMLESS:
+            return _HARMLESS[command]
+        raise escape(process, f"fcntl.fcntl({fd}, {command}) is not simulated; "
+                              "use fcntl.lockf or fcntl.flock for locks")
+
+    def ioctl(target: Any, request: int, *args: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return real_ioctl(target, request, *args)
+        fd = _fd_of(target)
+        owned = process.syscalls.owns_fd(fd)
+        if (owned or fd in _STDIO) and request in _TERMINAL_REQUESTS:
+            raise simulated_oserror(errno.ENOTTY)  # no simulated descriptor is a terminal
+        if not owned:
+            _fds.refuse_foreign(process, fd, f"fcntl.ioctl({fd}, {request})")
+        raise escape(process, f"fcntl.ioctl({fd}, {request}) is not simulated")
+
+    patch(fcntl, "flock", flock)
+    patch(fcntl, "lockf", lockf)
+    patch(fcntl, "fcntl", fcntl_)
+    patch(fcntl, "ioctl", ioctl)

@@ -1,0 +1,176 @@
+"""Loud refusals: subprocesses, process pools, pipes and sockets in a simulated process.
+
+Each raises ``SimulationEscape`` naming the process, its host and what it
+tried, and the world re-raises it from ``run()`` even if the code caught it
+(DESIGN §3.6).  Socket pairs (trio's own wake-up channel) are left alone:
+they never leave the machine and carry no simulated state.
+
+Every refusal sits at the *first* call that would create something real, so
+nothing real exists when it fires (measured before these routes: a spawn
+``Pool`` left a real ``resource_tracker`` process running, and
+``multiprocessing.util.spawnv_passfds`` started a real child, before an
+unrelated ``os.close`` of a real descriptor was refused):
+
+- ``os.pipe``/``pipe2``: real descriptors, the first thing ``spawnv_passfds``
+  and ``subprocess`` make;
+- ``_posixsubprocess.fork_exec``: the fork itself, however it is reached;
+- ``dbm.gnu.open``/``dbm.ndbm.open``: a C library writing the real disk;
+- ``multiprocessing.pool.Pool``, ``concurrent.futures.ProcessPoolExecutor``,
+  ``multiprocessing``'s ``Process.start`` and its semaphores (``SemLock``,
+  a real named semaphore in /dev/shm), refused in their constructors.
+"""
+
+from __future__ import annotations
+
+import _posixsubprocess
+import _socket
+import errno
+import os
+import socket
+import subprocess
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from ..._engine._scheduler import current_process
+from ..._errors import simulated_oserror
+from .._imports import when_imported
+from .._registry import escape, patch
+
+_PROCESSES = "simulated processes are spawned by World.spawn, not by the program itself"
+
+
+def _refuse_in_world(real: Any, what: str, *, method: bool = False, why: str = "") -> Any:
+    def route(*args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return real(*args, **kwargs)
+        # A method's self may be half-built (Popen.__init__): never repr it.
+        shown = ", ".join(repr(arg) for arg in args[1 if method else 0:])
+        reason = f"; {why}" if why else ""
+        if method and args:
+            owner = args[0] if isinstance(args[0], type) else type(args[0])
+            name = what.format(owner.__name__)
+        else:
+            name = what
+        raise escape(process, f"{name}({shown[:120]}) reaches the real machine{reason}")
+
+    return route
+
+
+def _object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
+    return object.__new__(cls)
+
+
+def install() -> None:
+    patch(subprocess.Popen, "__init__",
+          _refuse_in_world(subprocess.Popen.__init__, "subprocess.Popen", method=True))
+    for method in ("connect", "connect_ex", "bind", "sendto"):
+        patch(socket.socket, method,
+              _refuse_in_world(getattr(_socket.socket, method), f"socket.{method}",
+                               method=True))
+    for function in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "create_connection"):
+        patch(socket, function, _refuse_in_world(getattr(socket, function),
+                                                 f"socket.{function}"))
+    for name in ("pipe", "pipe2"):
+        if hasattr(os, name):
+            patch(os, name, _refuse_in_world(
+                getattr(os, name), f"os.{name}",
+                why="a pipe is a pair of real descriptors; use a file under the export"))
+    patch(_posixsubprocess, "fork_exec", _refuse_in_world(
+        _posixsubprocess.fork_exec, "_posixsubprocess.fork_exec", why=_PROCESSES))
+    _install_process_wide()
+    _install_dbm()
+    _install_multiprocessing()
+
+
+# Calls that change the whole test process (its ids, priority, CPUs, its
+# terminal's foreground group) or end it: in a simulated process, refused.
+_IDS = ("setuid", "seteuid", "setgid", "setegid", "setreuid", "setregid", "setresuid",
+        "setresgid", "setgroups", "initgroups")
+_SCHEDULING = ("nice", "setpriority", "sched_setaffinity", "sched_setparam",
+               "sched_setscheduler")
+_WAITS = ("wait", "wait3", "wait4", "waitid", "waitpid")
+
+
+def _no_children(real: Any) -> Any:
+    """os.wait*: a simulated process has no children (it cannot fork), so ECHILD,
+    as the kernel answers; the real call could reap the test process's own."""
+
+    def route(*args: Any, **kwargs: Any) -> Any:
+        if current_process() is None:
+            return real(*args, **kwargs)
+        raise simulated_oserror(errno.ECHILD)
+
+    return route
+
+
+# Each group of calls, and why a simulated process may not make them.
+_PROCESS_WIDE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (_IDS, "simulated processes run as root; changing ids is not simulated"),
+    (_SCHEDULING, "it would change the test process's own scheduling"),
+    (("tcsetpgrp", "login_tty"), "a simulated process has no terminal"),
+    (("abort", "_exit"), "it would end the test process itself (sys.exit ends a simulated one)"),
+    (("unshare", "setns"), "it would move the test process itself into other namespaces"),
+)
+
+
+def _install_process_wide() -> None:
+    for names, why in _PROCESS_WIDE:
+        for name in names:
+            if hasattr(os, name):
+                patch(os, name, _refuse_in_world(getattr(os, name), f"os.{name}", why=why))
+    for name in _WAITS:
+        if hasattr(os, name):
+            patch(os, name, _no_children(getattr(os, name)))
+
+
+def _install_dbm() -> None:
+    """dbm.gnu and dbm.ndbm: C libraries (gdbm, ndbm) doing their own file
+    I/O at an absolute path, which no route or audit event sees; where one
+    is built (Debian's python3 has ndbm), it is shelve's default backend."""
+    why = ("the C library does its own file I/O, which the simulation cannot see; "
+           "dbm.dumb is plain Python and works, shelve.Shelf(dbm.dumb.open(...)) too")
+
+    def route(name: str) -> Callable[[ModuleType], None]:
+        def refuse(module: ModuleType) -> None:
+            patch(module, "open", _refuse_in_world(module.open, f"{name}.open", why=why))
+
+        return refuse
+
+    for name in ("dbm.gnu", "dbm.ndbm"):
+        when_imported(name, route(name))
+
+
+def _install_multiprocessing() -> None:
+    # Routed when the program imports them (``_imports``), not imported here.
+    why = f"{_PROCESSES}; a ThreadPoolExecutor runs as simulated threads"
+
+    def util(module: ModuleType) -> None:
+        patch(module, "spawnv_passfds", _refuse_in_world(
+            module.spawnv_passfds, "multiprocessing.util.spawnv_passfds", why=_PROCESSES))
+
+    def pools(what: str, attribute: str) -> Callable[[ModuleType], None]:
+        def route(module: ModuleType) -> None:
+            # Refused in __new__: a pool refused in __init__ would still exist,
+            # and its __del__ would fail on the half-built object.
+            patch(getattr(module, attribute), "__new__", staticmethod(_refuse_in_world(
+                _object_new, what, method=True, why=why)))
+
+        return route
+
+    def semaphores(module: ModuleType) -> None:
+        patch(module.SemLock, "__init__", _refuse_in_world(
+            module.SemLock.__init__, "multiprocessing {}", method=True, why=why))
+
+    def processes(module: ModuleType) -> None:
+        patch(module.BaseProcess, "start", _refuse_in_world(
+            module.BaseProcess.start, "multiprocessing.Process.start", method=True,
+            why=_PROCESSES))
+
+    when_imported("multiprocessing.util", util)
+    when_imported("multiprocessing.pool", pools("multiprocessing.pool.{}", "Pool"))
+    when_imported("concurrent.futures.process", pools(
+        "concurrent.futures.ProcessPoolExecutor", "ProcessPoolExecutor"))
+    when_imported("multiprocessing.synchronize", semaphores)
+    when_imported("multiprocessing.process", processes)
