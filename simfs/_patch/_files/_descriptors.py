@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import operator
 import os
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 from ..._engine._scheduler import Process, current_process
 from ..._errors import simulated_oserror
@@ -40,8 +39,6 @@ from .._registry import escape, patch
 from . import _fds
 
 _STDIO = (0, 1, 2)
-# The calls whose descriptor argument may be any object with fileno() (fildes).
-_FILDES = frozenset({"fchdir", "fpathconf"})
 # posix_fadvise advice that is a hint about access patterns only.
 _HINTS = frozenset(getattr(os, name) for name in (
     "POSIX_FADV_NORMAL", "POSIX_FADV_SEQUENTIAL", "POSIX_FADV_RANDOM", "POSIX_FADV_NOREUSE",
@@ -54,24 +51,6 @@ def _held(process: Process, fd: int, call: str) -> SyscallSeam:
     if syscalls.owns_fd(fd):
         return syscalls
     _fds.refuse_foreign(process, fd, f"os.{call}({fd})")
-
-
-def _descriptor(fd: Any, name: str) -> int | None:
-    """``fd`` as CPython's converters take it: an int (``__index__``); or, for
-    the calls that take a file descriptor object (``fildes``), ``fileno()``.
-    None for anything else: the caller lets the real call refuse it, whose
-    argument conversion raises its own TypeError before any system call."""
-    if name in _FILDES and not isinstance(fd, int) and hasattr(fd, "fileno"):
-        fd = fd.fileno()
-    try:
-        return operator.index(fd)
-    except TypeError:
-        return None
-
-
-def _refused_by_conversion(real: Callable[..., Any], *args: Any, **kwargs: Any) -> NoReturn:
-    real(*args, **kwargs)  # raises: no descriptor converts from what it was given
-    raise TypeError(f"{real.__name__}: {args[0]!r} is not a file descriptor")
 
 
 def _fd_call(real: Callable[..., Any],
@@ -88,9 +67,9 @@ def _fd_call(real: Callable[..., Any],
         process = current_process()
         if process is None:
             return real(fd, *rest, **kwargs)
-        number = _descriptor(fd, name)
+        number = _fds.descriptor(fd, name)
         if number is None:
-            _refused_by_conversion(real, fd, *rest, **kwargs)
+            _fds.refused_by_conversion(real, fd, *rest, **kwargs)
         if stdio and number in _STDIO:
             return real(number, *rest, **kwargs)
         return simulated(process, _held(process, number, name), number)(*rest, **kwargs)
@@ -244,9 +223,9 @@ def _copy_file_range(real: Callable[..., int]) -> Callable[..., int]:
         process = current_process()
         if process is None:
             return real(src, dst, count, offset_src, offset_dst)
-        source, destination = _descriptor(src, "copy_file_range"), _descriptor(dst, "")
+        source, destination = _fds.descriptor(src, "copy_file_range"), _fds.descriptor(dst, "")
         if source is None or destination is None:
-            _refused_by_conversion(real, src, dst, count, offset_src, offset_dst)
+            _fds.refused_by_conversion(real, src, dst, count, offset_src, offset_dst)
         for fd in (source, destination):
             _held(process, fd, "copy_file_range")
         return process.syscalls.copy_file_range(source, destination, count, offset_src,
@@ -262,10 +241,10 @@ def _splice(real: Callable[..., Any]) -> Callable[..., Any]:
         process = current_process()
         if process is None:
             return real(src, dst, *rest, **kwargs)
-        numbers = [_descriptor(fd, "splice") for fd in (src, dst)]
+        numbers = [_fds.descriptor(fd, "splice") for fd in (src, dst)]
         for number in numbers:
             if number is None:
-                _refused_by_conversion(real, src, dst, *rest, **kwargs)
+                _fds.refused_by_conversion(real, src, dst, *rest, **kwargs)
             _held(process, number, "splice")
         raise escape(process, f"os.splice({src}, {dst}, ...) is not simulated")
 

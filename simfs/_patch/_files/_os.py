@@ -174,12 +174,20 @@ def _fd_route(real: Callable[..., Any], call: _Call) -> Callable[..., Any]:
     # goes through them, but closing, seeking, truncating or re-owning one
     # would change the test process itself.
     reads_stdio = real.__name__ in _STDIO_PASSES
+    name = real.__name__
+    fildes = name in _fds.FILDES_CALLS
+
     def route(fd: Any, *args: Any, **kwargs: Any) -> Any:
         process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         if process is None:
             return real(fd, *args, **kwargs)
-        if not isinstance(fd, int):
-            fd = fd.fileno()  # os.fsync(file) takes anything with fileno()
+        if not isinstance(fd, int) or (fildes and fd < 0):
+            # As CPython converts it: os.fsync(file) takes anything with
+            # fileno(), os.read(file, 2) is a TypeError (_fds.descriptor).
+            number = _fds.descriptor(fd, name)
+            if number is None:
+                _fds.refused_by_conversion(real, fd, *args, **kwargs)
+            fd = number
         syscalls = process.syscalls
         if syscalls.owns_fd(fd):
             return call(syscalls)(fd, *args, **kwargs)
