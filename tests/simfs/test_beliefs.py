@@ -153,3 +153,62 @@ def test_the_belief_predicts_the_next_exists_in_random_small_worlds(mount, seed,
     for at, path, believes, exists in process.result():
         if believes != "unknown":
             assert (believes == "present") == exists, (at, path, believes, world.trace.format())
+
+
+
+def _look_at_the_edge(path: str, reopen_at: float | None
+                      ) -> tuple[float, list[tuple[str, bool, int]]]:
+    """The belief's ``until``, then (belief, exists(), RPCs the exists() sent)
+    a millisecond before that instant and at it.  ``reopen_at``: open
+    /shared/d then, which refreshes its attributes alone (close-to-open),
+    so that /shared's, read at 0 s, expire first."""
+    process = current_process()
+    assert process is not None
+    host = process.host
+    os.path.exists(path)
+    os.path.exists(path)  # the second look verifies what the first reply changed
+    if reopen_at is not None:
+        posix.sleep(reopen_at)
+        os.close(os.open("/shared/d", os.O_RDONLY))
+    until = host.belief(path).until
+    assert until is not None
+    seen = []
+    for at in (until - 0.001, until):
+        posix.sleep(at - posix.monotonic())
+        believes = host.belief(path).believes
+        sent = sum(host.rpc_counts().values())
+        exists = os.path.exists(path)
+        seen.append((believes, exists, sum(host.rpc_counts().values()) - sent))
+    return until, seen
+
+
+@pytest.mark.parametrize(("mount", "path", "reopen_at", "lifetime", "believed"), [
+    # a file: its own attributes (acregmin) expire before its directories' (acdirmin)
+    ("vers=3,acregmin=3,acregmax=3,acdirmin=30,acdirmax=30", "/shared/d/f", None, 3.0,
+     "present"),
+    # the same file when its directories' attributes expire first
+    ("vers=3,acregmin=30,acregmax=30,acdirmin=5,acdirmax=5", "/shared/d/f", None, 5.0,
+     "present"),
+    # ... and when /shared's expire before those of /shared/d, read again at 2 s
+    ("vers=3,acregmin=30,acregmax=30,acdirmin=5,acdirmax=5", "/shared/d/f", 2.0, 5.0,
+     "present"),
+    # a negative dentry, trusted while its directory's attributes are (acdirmin)
+    ("vers=3,acdirmin=4,acdirmax=4", "/shared/missing", None, 4.0, "absent"),
+    # ... and no longer than those of the directories above it
+    ("vers=3,acdirmin=5,acdirmax=5", "/shared/d/missing", 2.0, 5.0, "absent"),
+])
+def test_a_belief_holds_until_the_instant_the_next_stat_asks_the_server(
+        mount, path, reopen_at, lifetime, believed):
+    # The belief predicts the next syscall (nfs(5): attributes are trusted
+    # for acregmin/acdirmin seconds after they were read): until its "until"
+    # the stat is answered from the caches, at that very instant the belief
+    # is "unknown" and the stat sends an RPC.
+    world = World()
+    world.server.mkdir("/shared/d")
+    world.server.write_bytes("/shared/d/f", b"x")
+    process = world.spawn(world.host("b", mount=mount), _look_at_the_edge, path, reopen_at)
+    world.run()
+    until, (just_before, at_expiry) = process.result()
+    assert until == pytest.approx(lifetime, abs=1e-9)
+    assert just_before == (believed, believed == "present", 0)
+    assert at_expiry[0] == "unknown" and at_expiry[2] > 0
