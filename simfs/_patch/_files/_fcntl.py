@@ -21,7 +21,7 @@ from typing import Any
 
 from ..._engine._scheduler import Process, current_process
 from ..._errors import simulated_oserror
-from .._registry import escape, patch
+from .._registry import escape, in_world, patch
 from . import _fds
 
 _HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0, fcntl.F_GETFL: 0, fcntl.F_SETFL: 0}
@@ -82,10 +82,7 @@ def install() -> None:
         process.syscalls.lockf(fd, command, length, start, whence)
         return None
 
-    def fcntl_(target: Any, command: int, argument: Any = 0) -> Any:
-        process = current_process()
-        if process is None:
-            return real_fcntl(target, command, argument)
+    def fcntl_(process: Process, target: Any, command: int, argument: Any = 0) -> Any:
         fd = _fd_of(target)
         if not process.syscalls.owns_fd(fd):
             if fd in _STDIO:
@@ -96,10 +93,7 @@ def install() -> None:
         raise escape(process, f"fcntl.fcntl({fd}, {command}) is not simulated; "
                               "use fcntl.lockf or fcntl.flock for locks")
 
-    def ioctl(target: Any, request: int, *args: Any) -> Any:
-        process = current_process()
-        if process is None:
-            return real_ioctl(target, request, *args)
+    def ioctl(process: Process, target: Any, request: int, *args: Any) -> Any:
         fd = _fd_of(target)
         owned = process.syscalls.owns_fd(fd)
         if (owned or fd in _STDIO) and request in _TERMINAL_REQUESTS:
@@ -110,5 +104,5 @@ def install() -> None:
 
     patch(fcntl, "flock", flock)
     patch(fcntl, "lockf", lockf)
-    patch(fcntl, "fcntl", fcntl_)
-    patch(fcntl, "ioctl", ioctl)
+    patch(fcntl, "fcntl", in_world(real_fcntl, fcntl_))
+    patch(fcntl, "ioctl", in_world(real_ioctl, ioctl))

@@ -32,19 +32,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..._engine._scheduler import current_process
+from ..._engine._scheduler import Process
 from ..._errors import simulated_oserror
 from .._imports import when_imported
-from .._registry import escape, patch
+from .._registry import escape, in_world, patch
 
 _PROCESSES = "simulated processes are spawned by World.spawn, not by the program itself"
 
 
 def _refuse_in_world(real: Any, what: str, *, method: bool = False, why: str = "") -> Any:
-    def route(*args: Any, **kwargs: Any) -> Any:
-        process = current_process()
-        if process is None:
-            return real(*args, **kwargs)
+    def refuse(process: Process, *args: Any, **kwargs: Any) -> Any:
         # A method's self may be half-built (Popen.__init__): never repr it.
         shown = ", ".join(repr(arg) for arg in args[1 if method else 0:])
         reason = f"; {why}" if why else ""
@@ -55,7 +52,7 @@ def _refuse_in_world(real: Any, what: str, *, method: bool = False, why: str = "
             name = what
         raise escape(process, f"{name}({shown[:120]}) reaches the real machine{reason}")
 
-    return route
+    return in_world(real, refuse)
 
 
 def _object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
@@ -97,12 +94,10 @@ def _no_children(real: Any) -> Any:
     """os.wait*: a simulated process has no children (it cannot fork), so ECHILD,
     as the kernel answers; the real call could reap the test process's own."""
 
-    def route(*args: Any, **kwargs: Any) -> Any:
-        if current_process() is None:
-            return real(*args, **kwargs)
+    def no_child(process: Process, *args: Any, **kwargs: Any) -> Any:
         raise simulated_oserror(errno.ECHILD)
 
-    return route
+    return in_world(real, no_child)
 
 
 # Each group of calls, and why a simulated process may not make them.

@@ -36,7 +36,7 @@ import uuid
 import weakref
 from collections.abc import Callable
 
-from ..._engine._scheduler import Placement, Process, current_process
+from ..._engine._scheduler import Placement, Process
 from .._registry import in_world, patch
 
 # Every simulated host has this many CPUs (documented in docs/design.md).
@@ -64,10 +64,8 @@ def node_of(host: Placement) -> int:
 
 
 def _uuid1(real: Callable[..., uuid.UUID]) -> Callable[..., uuid.UUID]:
-    def uuid1(node: int | None = None, clock_seq: int | None = None) -> uuid.UUID:
-        process = current_process()
-        if process is None:
-            return real(node, clock_seq)
+    def uuid1(process: Process, node: int | None = None,
+              clock_seq: int | None = None) -> uuid.UUID:
         host = process.host
         now_ns = process.syscalls.epoch_ns + process.syscalls.now_ns
         timestamp = now_ns // 100 + _UUID_EPOCH_OFFSET
@@ -84,7 +82,7 @@ def _uuid1(real: Callable[..., uuid.UUID]) -> Callable[..., uuid.UUID]:
                   clock_seq & 0xFF, node)
         return uuid.UUID(fields=fields, version=1)
 
-    return uuid1
+    return in_world(real, uuid1)
 
 
 def _platform_uname(process: Process) -> platform.uname_result:

@@ -25,8 +25,8 @@ import socket
 import tempfile
 from typing import Any
 
-from ..._engine._scheduler import current_process
-from .._registry import patch, real_outside
+from ..._engine._scheduler import Process, current_process
+from .._registry import in_world, patch, real_outside
 
 _RANDOM_FUNCTIONS = (
     "random", "uniform", "triangular", "randint", "choice", "randrange", "sample", "shuffle",
@@ -39,13 +39,10 @@ _RANDOM_FUNCTIONS = (
 def _random_route(name: str) -> Any:
     real = getattr(random, name)
 
-    def route(*args: Any, **kwargs: Any) -> Any:
-        process = current_process()
-        if process is None:
-            return real(*args, **kwargs)
+    def seeded(process: Process, *args: Any, **kwargs: Any) -> Any:
         return getattr(process.group_random(), name)(*args, **kwargs)
 
-    return route
+    return in_world(real, seeded)
 
 
 class _SeededNames(tempfile._RandomNameSequence):  # type: ignore[name-defined,misc]
@@ -66,17 +63,11 @@ def install() -> None:
     real_candidates = tempfile._get_candidate_names  # type: ignore[attr-defined]
     seeded = _SeededNames()
 
-    def get_candidate_names() -> Any:
-        return real_candidates() if current_process() is None else seeded
-
-    patch(tempfile, "_get_candidate_names", get_candidate_names)
+    patch(tempfile, "_get_candidate_names", in_world(real_candidates, lambda process: seeded))
 
     real_umask = os.umask
 
-    def umask(mask: int) -> int:
-        process = current_process()
-        if process is None:
-            return real_umask(mask)
+    def umask(process: Process, mask: int) -> int:
         if isinstance(mask, bool) or not isinstance(mask, int):
             raise TypeError(f"'{type(mask).__name__}' object cannot be interpreted as an "
                             "integer")
@@ -84,15 +75,8 @@ def install() -> None:
         previous, group.umask = group.umask, mask & 0o777
         return previous
 
-    patch(os, "umask", umask)
-
-    real_gethostname = socket.gethostname
-
-    def gethostname() -> str:
-        process = current_process()
-        return real_gethostname() if process is None else process.host.name
-
-    patch(socket, "gethostname", gethostname)
+    patch(os, "umask", in_world(real_umask, umask))
+    patch(socket, "gethostname", in_world(socket.gethostname, lambda process: process.host.name))
 
     for name in ("getlines", "updatecache", "checkcache", "lazycache"):
         if hasattr(linecache, name):
