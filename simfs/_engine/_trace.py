@@ -3,9 +3,10 @@
 Entries are plain tuples while recording (the syscall path is hot) and
 become ``TraceEvent``s when read.  ``digest()`` hashes a canonical text
 form of every event, so "same seed, same run" is one string comparison;
-the hash runs as the trace grows, so a run may keep only its last events
-(``World(trace_keep=N)``) and its memory stays bounded (issue 16: ~120 B
-per kept event).
+the hash runs as the trace grows, so a run keeps only its last events
+(``World(trace_keep=N)``, by default ``DEFAULT_TRACE_KEEP``) and its memory
+stays bounded (issue 16: ~120 B per kept event); ``trace_keep=None`` keeps
+every event.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class TraceEvent(NamedTuple):
 
 
 _Event = tuple[int, str, str, str, str, str, tuple[str, ...]]
+
+# The events a world keeps readable unless told otherwise: far more than a
+# failure report or ``explain`` reads around one instant, about 12 MB at
+# ~120 B each, so a run of 1,000,000 events peaks near 42 MB (issue 29).
+DEFAULT_TRACE_KEEP = 100_000
 
 # Events are folded into the running digest in batches: formatting and
 # hashing a batch costs the same as at the end, and none of it is on the
@@ -148,8 +154,17 @@ class Trace:
         return running.hexdigest()
 
     def format(self, limit: int | None = None) -> str:
-        """A readable listing, one kept event per line (the last ``limit`` if given)."""
+        """A readable listing, one kept event per line (the last ``limit`` if given).
+
+        A listing that reaches back past the kept events starts with a line
+        saying how many earlier ones were not kept, and how to keep them.
+        """
         events = self._retained()
-        if limit is not None:
+        lines = []
+        if limit is not None and limit < len(events):
             events = events[-limit:] if limit else []
-        return "\n".join(TraceEvent(*event).format() for event in events)
+        elif self.dropped:
+            lines.append(f"({self.dropped:,} earlier events not kept: the trace keeps the "
+                         f"last {self._keep:,}; World(trace_keep=None) keeps every event)")
+        lines.extend(TraceEvent(*event).format() for event in events)
+        return "\n".join(lines)

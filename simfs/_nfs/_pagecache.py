@@ -41,12 +41,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from .._engine._clock import NS_PER_S
+from ._fsstat import BLOCK
+from ._server import ZERO_BLOCK
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from ._server import Server
 
 PAGE_SIZE: Final = 4096
+assert PAGE_SIZE == BLOCK  # pages share the server's blocks (Page.data)
 
 # What a host's locks on a file allow (``nfs_can_extend_write``).
 LOCKS_NONE: Final = "none"
@@ -54,15 +57,33 @@ LOCKS_WHOLE_WRITE: Final = "whole-file write lock"
 LOCKS_OTHER: Final = "byte-range or read locks"
 
 
+# A page never written: zeros, one object for all of them.
+_ZERO_PAGE: Final = ZERO_BLOCK
+
+
 class Page:
-    """One cached page: its bytes, whether they are all known, its dirty range."""
+    """One cached page: its bytes, whether they are all known, its dirty range.
+
+    ``data`` is copy-on-write: an immutable ``bytes`` shared with the server
+    (a page read, or one written back whole) until this host writes into it,
+    when ``writable()`` gives the page its own ``bytearray``.  So a file read
+    or written on any number of hosts holds its bytes once.
+    """
 
     __slots__ = ("data", "dirty", "uptodate")
 
     def __init__(self) -> None:
-        self.data = bytearray(PAGE_SIZE)
+        self.data: bytes | bytearray = _ZERO_PAGE
         self.uptodate = False
         self.dirty: tuple[int, int] | None = None
+
+    def writable(self) -> bytearray:
+        """The page's own bytes, copied from the shared ones on first write."""
+        data = self.data
+        if type(data) is bytearray:
+            return data
+        own = self.data = bytearray(data)
+        return own
 
 
 class FileCache:
@@ -193,13 +214,15 @@ class PageCacheOps:
                 continue
             if run:
                 self._rpc("READ")
-                data = self.server.read_range(fileid, run[0] * PAGE_SIZE, len(run) * PAGE_SIZE)
-                for position, number in enumerate(run):
-                    page = cache.pages.get(number)
+                # The server's blocks themselves: zeros past EOF, never changed
+                # in place, so the page shares them until it is written.
+                blocks = self.server.read_blocks(fileid, run[0], len(run))
+                pages = cache.pages
+                for number, block in zip(run, blocks, strict=True):
+                    page = pages.get(number)
                     if page is None:
-                        page = cache.pages[number] = Page()
-                    chunk = data[position * PAGE_SIZE:(position + 1) * PAGE_SIZE]
-                    page.data[:] = chunk.ljust(PAGE_SIZE, b"\0")
+                        page = pages[number] = Page()
+                    page.data = block
                     page.uptodate = True
             run = [index]
 
@@ -219,39 +242,59 @@ class PageCacheOps:
             self._fill(fileid, cache, missing)
         if first == last:
             base = first * PAGE_SIZE
-            return bytes(pages[first].data[offset - base:end - base])
-        out = bytearray()
-        for index in range(first, last + 1):
-            base = index * PAGE_SIZE
-            out += pages[index].data[max(offset - base, 0):min(end - base, PAGE_SIZE)]
-        return bytes(out)
+            data = pages[first].data
+            if end - offset == PAGE_SIZE and type(data) is bytes:
+                return data  # a whole shared page: immutable, no copy needed
+            return bytes(data[offset - base:end - base])
+        # One copy, from the pages themselves (a bytes result is the API's).
+        head = offset - first * PAGE_SIZE
+        tail = end - last * PAGE_SIZE
+        return b"".join([memoryview(pages[first].data)[head:],
+                         *[pages[index].data for index in range(first + 1, last)],
+                         memoryview(pages[last].data)[:tail]])
 
     def write_data(self, fileid: int, offset: int, payload: memoryview, *, readable: bool,
                    sync: bool, locks: str) -> None:
         """Copy ``payload`` into the cache at ``offset`` and mark it dirty."""
         cache = self.file_cache(fileid)
+        pages, dirty = cache.pages, cache.dirty
         position, done, total = offset, 0, len(payload)
         while done < total:
             index, start = divmod(position, PAGE_SIZE)
             end = min(PAGE_SIZE, start + total - done)
-            page = cache.pages.get(index)
+            page = pages.get(index)
             if page is None:
-                page = cache.pages[index] = Page()
+                page = pages[index] = Page()
+            if end - start == PAGE_SIZE:
+                # A whole page: every rule below comes to the same thing (no
+                # read first, up to date, dirty from end to end, any earlier
+                # dirty range inside it), so take the bytes as they are; the
+                # page stays immutable until written again (Page.writable).
+                page.data = bytes(payload[done:done + PAGE_SIZE])
+                page.uptodate = True
+                page.dirty = (0, PAGE_SIZE)
+                dirty.add(index)
+                done += PAGE_SIZE
+                position += PAGE_SIZE
+                if position > cache.size:
+                    cache.size = position
+                continue
             page_length = cache.page_length(index)
             if (readable and not page.uptodate and page.dirty is None and page_length
                     and (end < page_length or start)):
                 self._fill(fileid, cache, [index])  # read-modify-write
-            page.data[start:end] = payload[done:done + end - start]
+            data = page.writable()
+            data[start:end] = payload[done:done + end - start]
             if not page.uptodate:
                 if page_length == 0:
-                    page.data[:start] = bytes(start)
-                    page.data[end:] = bytes(PAGE_SIZE - end)
+                    data[:start] = bytes(start)
+                    data[end:] = bytes(PAGE_SIZE - end)
                     page.uptodate = True
                 elif end >= page_length:
-                    page.data[end:] = bytes(PAGE_SIZE - end)
+                    data[end:] = bytes(PAGE_SIZE - end)
                     page.uptodate = start == 0
                 else:
-                    page.data[page_length:] = bytes(PAGE_SIZE - page_length)
+                    data[page_length:] = bytes(PAGE_SIZE - page_length)
             low, high = start, end
             if (not sync and page.uptodate and not (cache.invalid and page_length)
                     and locks != LOCKS_OTHER):
@@ -305,23 +348,34 @@ class PageCacheOps:
         cache.writeback_due = None
 
     def _flush_pages(self, fileid: int, cache: FileCache, indexes: list[int]) -> None:
-        """One WRITE per run of dirty ranges that join up across page boundaries."""
-        runs: list[tuple[int, bytearray]] = []
+        """One WRITE per run of dirty ranges that join up across page boundaries.
+
+        A run is handed over as the pages' own pieces, not joined: a page
+        dirty from end to end is frozen into ``bytes`` that the server keeps
+        as its block and this cache keeps as the page (shared, copy-on-write).
+        """
+        runs: list[tuple[int, list[bytes | memoryview]]] = []
+        run_end = -1
         for index in indexes:
             page = cache.pages[index]
             if page.dirty is None:
                 continue
             low, high = page.dirty
             start = index * PAGE_SIZE + low
-            chunk = page.data[low:high]
-            if runs and runs[-1][0] + len(runs[-1][1]) == start:
-                runs[-1][1].extend(chunk)
+            piece: bytes | memoryview
+            if low == 0 and high == PAGE_SIZE:
+                piece = page.data = bytes(page.data)
             else:
-                runs.append((start, bytearray(chunk)))
+                piece = memoryview(page.data)[low:high]
+            if runs and run_end == start:
+                runs[-1][1].append(piece)
+            else:
+                runs.append((start, [piece]))
+            run_end = start + high - low
             page.dirty = None
             cache.dirty.discard(index)
-        for start, data in runs:
+        for start, pieces in runs:
             self._rpc("WRITE")
-            self.server.write_range(fileid, start, bytes(data))
+            self.server.write_pieces(fileid, start, pieces)
         if runs:
             self._own_write(fileid)

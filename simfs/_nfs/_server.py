@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import errno
 import stat as stat_mod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -72,37 +73,102 @@ class Attrs:
 _KIND_BITS: Final = {FILE: stat_mod.S_IFREG, DIR: stat_mod.S_IFDIR, LINK: stat_mod.S_IFLNK}
 
 
-class Inode:
-    """One file, directory or symbolic link on the server."""
+# A hole's bytes, and every block past EOF: one object shared by every reader.
+ZERO_BLOCK: Final = bytes(BLOCK)
 
-    __slots__ = ("atime_ns", "blocks", "change", "ctime_ns", "data", "entries", "fileid", "gid",
-                 "kind", "mode", "mtime_ns", "nlink", "uid")
+
+class Inode:
+    """One file, directory or symbolic link on the server.
+
+    A file's data is its allocated blocks, by index: each an immutable
+    ``bytes`` of exactly ``BLOCK`` bytes (zeros past EOF), which hosts'
+    page caches share rather than copy (``_pagecache``); a hole has no
+    entry and costs nothing, as on the server's ext4.  A WRITE replaces the
+    blocks it touches with new objects, so a block once handed out never
+    changes under its holder.
+    """
+
+    __slots__ = ("atime_ns", "blocks", "change", "ctime_ns", "entries", "fileid", "gid",
+                 "kind", "mode", "mtime_ns", "nlink", "size", "target", "uid")
 
     def __init__(self, fileid: int, kind: str, mode: int, now_ns: int, change: int) -> None:
         self.fileid = fileid
         self.kind = kind
         self.mode = mode
         self.nlink = 2 if kind == DIR else 1
-        self.data = bytearray()
+        self.size = 0
+        self.target = b""  # a symbolic link's target
         self.entries: dict[str, Inode] = {}
         self.atime_ns = self.mtime_ns = self.ctime_ns = now_ns
         self.change = change
         self.uid = self.gid = 0
         # The file's data blocks the server's ext4 allocated, by index: those
         # a WRITE touched; a hole a truncate or a seek left has none.
-        self.blocks: set[int] = set()
+        self.blocks: dict[int, bytes] = {}
 
     def used(self) -> int:
         """The bytes this inode takes on the server's disk (``_fsstat``'s rules)."""
         if self.kind == DIR:
             return BLOCK
         if self.kind == LINK:
-            return 0 if len(self.data) <= FAST_SYMLINK_MAX else -(-len(self.data) // BLOCK) * BLOCK
+            length = len(self.target)
+            return 0 if length <= FAST_SYMLINK_MAX else -(-length // BLOCK) * BLOCK
         return len(self.blocks) * BLOCK
+
+    def contents(self, offset: int, count: int) -> bytes:
+        """Bytes ``[offset, offset+count)`` of a file, short at EOF, holes as zeros."""
+        end = min(offset + count, self.size)
+        if offset >= end:
+            return b""
+        first, last = offset // BLOCK, (end - 1) // BLOCK
+        blocks = self.blocks
+        if first == last:
+            base = first * BLOCK
+            block = blocks.get(first, ZERO_BLOCK)
+            return block if end - offset == BLOCK else block[offset - base:end - base]
+        return b"".join([memoryview(blocks.get(index, ZERO_BLOCK))[
+            max(offset - index * BLOCK, 0):min(end - index * BLOCK, BLOCK)]
+            for index in range(first, last + 1)])
+
+    def store(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """Write ``data`` at ``offset`` into the blocks it touches (each allocated)."""
+        view = memoryview(data).cast("B")
+        blocks = self.blocks
+        position, done, total = offset, 0, len(view)
+        while done < total:
+            index, start = divmod(position, BLOCK)
+            stop = min(BLOCK, start + total - done)
+            if start == 0 and stop == BLOCK:
+                piece = view[done:done + BLOCK]
+                # A page handed over whole is kept as it is, shared with the
+                # page cache that wrote it (_pagecache's flush freezes it).
+                block = piece.obj if type(piece.obj) is bytes and len(piece.obj) == BLOCK \
+                    else bytes(piece)
+            else:
+                buffer = bytearray(blocks.get(index, ZERO_BLOCK))
+                buffer[start:stop] = view[done:done + stop - start]
+                block = bytes(buffer)
+            blocks[index] = block
+            done += stop - start
+            position += stop - start
+        self.size = max(self.size, offset + total)
+
+    def truncate(self, size: int) -> None:
+        """Cut or extend to ``size``: blocks past it go, the last one's tail
+        becomes zeros, and an extension is a hole (no block allocated)."""
+        if size < self.size:
+            kept = -(-size // BLOCK)
+            blocks = self.blocks
+            for index in [index for index in blocks if index >= kept]:
+                del blocks[index]
+            tail = size % BLOCK
+            if tail and kept - 1 in blocks:
+                blocks[kept - 1] = blocks[kept - 1][:tail] + bytes(BLOCK - tail)
+        self.size = size
 
     def attrs(self) -> Attrs:
         # A symlink's size is its target's length, as lstat reports on Linux.
-        size = 4096 if self.kind == DIR else len(self.data)
+        size = 4096 if self.kind == DIR else len(self.target) if self.kind == LINK else self.size
         return Attrs(self.fileid, self.kind, size, _KIND_BITS[self.kind] | self.mode, self.nlink,
                      self.atime_ns, self.mtime_ns, self.ctime_ns, self.change, self.uid,
                      self.gid, self.used())
@@ -299,7 +365,7 @@ class Server:
         if name in parent.entries:
             raise simulated_oserror(errno.EEXIST)
         inode = self._new_inode(LINK, 0o777)
-        inode.data = bytearray(target.encode("utf-8", "surrogateescape"))
+        inode.target = target.encode("utf-8", "surrogateescape")
         parent.entries[name] = inode
         self._touch(parent)
         return inode.attrs()
@@ -309,13 +375,15 @@ class Server:
         inode = self._live(fileid)
         if inode.kind != LINK:
             raise simulated_oserror(errno.EINVAL)
-        return bytes(inode.data).decode("utf-8", "surrogateescape")
+        return inode.target.decode("utf-8", "surrogateescape")
 
     def read(self, fileid: int) -> bytes:
         inode = self._live(fileid)
         if inode.kind == DIR:
             raise simulated_oserror(errno.EISDIR)
-        return bytes(inode.data)
+        if inode.kind == LINK:
+            return inode.target
+        return inode.contents(0, inode.size)
 
     def read_range(self, fileid: int, offset: int, count: int) -> bytes:
         """READ: up to ``count`` bytes from ``offset`` (short at EOF)."""
@@ -323,28 +391,82 @@ class Server:
         if inode.kind == DIR:
             raise simulated_oserror(errno.EISDIR)
         self._accessed(inode)
-        return bytes(inode.data[offset:offset + count])
+        if inode.kind == LINK:
+            return inode.target[offset:offset + count]
+        return inode.contents(offset, count)
 
-    def write_range(self, fileid: int, offset: int, data: bytes) -> Attrs:
+    def read_blocks(self, fileid: int, first: int, count: int) -> list[bytes]:
+        """READ of whole blocks ``first`` to ``first+count-1``: the server's own
+        block objects, shared, not copied; a hole or a block past EOF is
+        ``ZERO_BLOCK`` (what a short READ leaves a client to zero-fill)."""
+        inode = self._live(fileid)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EISDIR)
+        self._accessed(inode)
+        if inode.kind == LINK:
+            data = inode.target
+            return [data[index * BLOCK:(index + 1) * BLOCK].ljust(BLOCK, b"\0")
+                    for index in range(first, first + count)]
+        blocks = inode.blocks
+        return [blocks.get(index, ZERO_BLOCK) for index in range(first, first + count)]
+
+    def write_range(self, fileid: int, offset: int, data: bytes | bytearray | memoryview) -> Attrs:
         """WRITE of one byte range: a write past EOF leaves zeros before it
         (RFC 1813 3.3.7); nothing else changes the size."""
         inode = self._live(fileid)
         if inode.kind == DIR:
             raise simulated_oserror(errno.EISDIR)
-        if offset > len(inode.data):
-            inode.data.extend(bytes(offset - len(inode.data)))
-        inode.data[offset:offset + len(data)] = data
-        if data:
-            inode.blocks.update(range(offset // BLOCK, (offset + len(data) - 1) // BLOCK + 1))
+        self._write(inode, offset, data)
         self._touch(inode)
         return inode.attrs()
+
+    def write_pieces(self, fileid: int, offset: int,
+                     pieces: Sequence[bytes | bytearray | memoryview]) -> Attrs:
+        """One WRITE of the contiguous ``pieces`` from ``offset`` (a client's
+        run of dirty pages), without joining them into one buffer first."""
+        inode = self._live(fileid)
+        if inode.kind == DIR:
+            raise simulated_oserror(errno.EISDIR)
+        blocks = inode.blocks
+        for piece in pieces:
+            if type(piece) is bytes and len(piece) == BLOCK and not offset % BLOCK \
+                    and inode.kind == FILE:
+                blocks[offset // BLOCK] = piece  # a frozen page: kept, not copied
+                offset += BLOCK
+                if offset > inode.size:
+                    inode.size = offset
+                continue
+            self._write(inode, offset, piece)
+            offset += len(piece)
+        self._touch(inode)
+        return inode.attrs()
+
+    @staticmethod
+    def _write(inode: Inode, offset: int, data: bytes | bytearray | memoryview) -> None:
+        if inode.kind == LINK:  # never a client's: a link is not opened for writing
+            buffer = bytearray(inode.target)
+            if offset > len(buffer):
+                buffer.extend(bytes(offset - len(buffer)))
+            buffer[offset:offset + len(data)] = data
+            inode.target = bytes(buffer)
+            return
+        if len(data):
+            inode.store(offset, data)
+        elif offset > inode.size:
+            inode.size = offset
 
     def write(self, fileid: int, data: bytes | bytearray) -> Attrs:
         """Replace the whole content (the server view's test helper; clients WRITE ranges)."""
         inode = self._live(fileid)
-        if inode.data != data:
-            inode.data = bytearray(data)
-            inode.blocks = set(range(-(-len(data) // BLOCK)))
+        if inode.kind == LINK:
+            if inode.target != data:
+                inode.target = bytes(data)
+                self._touch(inode)
+            return inode.attrs()
+        if inode.contents(0, inode.size) != data:
+            inode.blocks = {}
+            inode.size = 0
+            inode.store(0, data)
             self._touch(inode)
         return inode.attrs()
 
@@ -368,12 +490,10 @@ class Server:
         if size is not None:
             if inode.kind == DIR:
                 raise simulated_oserror(errno.EISDIR)
-            if size < len(inode.data):
-                del inode.data[size:]
-                kept = -(-size // BLOCK)
-                inode.blocks = {block for block in inode.blocks if block < kept}
+            if inode.kind == LINK:
+                inode.target = inode.target[:size].ljust(size, b"\0")
             else:
-                inode.data.extend(b"\0" * (size - len(inode.data)))
+                inode.truncate(size)
         if mode is not None:
             inode.mode = mode & 0o7777
         self._touch(inode, data=size is not None)

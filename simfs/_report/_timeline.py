@@ -155,10 +155,15 @@ class BeliefRecorder:
         for path in paths or ():
             self._watch(posixpath.normpath(path))
         record = world.trace.record
+        # The events the timeline lists, kept here: the world's trace keeps
+        # only its latest events by default (World(trace_keep=...)).
+        self._events: list[TraceEvent] = list(world.trace)
+        events = self._events
 
         def record_then_sample(time_ns: int, host: str, process: str, op: str, path: str,
                                outcome: str, rpcs: tuple[str, ...] = ()) -> None:
             record(time_ns, host, process, op, path, outcome, rpcs)
+            events.append(TraceEvent(time_ns, host, process, op, path, outcome, rpcs))
             self._sample(time_ns / NS_PER_S, host, path)
 
         # The trace is the one place every syscall reports to: listen there.
@@ -252,7 +257,7 @@ class BeliefRecorder:
                 if first > 0:
                     done.insert(0, Interval(0.0, first, "unknown", "nothing recorded yet"))
                 lanes[key] = Lane(host, path, done)
-        events = [event for event in self._world.trace
+        events = [event for event in self._events
                   if any(_related(event.path, path) for path in self._paths)]
         return Timeline(end, list(self._paths), hosts, lanes, events)
 

@@ -124,7 +124,7 @@ def test_a_busy_loop_is_reported_with_the_step_timeout_that_was_applied():
 
 
 _MEASURE = """\
-import resource, time
+import time
 from simfs import RunawaySimulation, World
 
 def forever():
@@ -137,14 +137,19 @@ try:
     world.run()
 except RunawaySimulation:
     pass
-print(len(world.trace), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# VmHWM, not getrusage's ru_maxrss: Linux keeps ru_maxrss across execve, so
+# it would report the pytest worker's peak at the fork; VmHWM is this image's.
+peak = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(len(world.trace), peak)
 """
 
 
 @pytest.mark.quality
-def test_sleeping_forever_under_the_default_limit_stays_under_half_a_gigabyte():
+def test_sleeping_forever_under_the_default_limits_stays_under_60_megabytes():
     out = subprocess.run([sys.executable, "-c", _MEASURE], capture_output=True, text=True,
                          check=True, timeout=600).stdout.split()
     events, peak_kib = int(out[0]), int(out[1])
     assert events <= 1_000_002
-    assert peak_kib < 512 * 1024, f"peak RSS {peak_kib / 1024:.0f} MiB"
+    # The default trace keeps a bounded window (issue 29): 1M events peaked
+    # at 172 MiB when it kept them all, about 43 MB now.
+    assert peak_kib < 60 * 1000, f"peak RSS {peak_kib / 1024:.0f} MiB"

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from simfs import World
+from simfs._engine._trace import DEFAULT_TRACE_KEEP
 
 POLLS = 6_000  # > 2 fold batches of 4,096, so the running hash is exercised
 
@@ -61,6 +62,31 @@ def test_a_digest_read_mid_run_does_not_change_the_final_one():
     reference.spawn(reference.host("a"), poll)
     reference.run()
     assert early != world.trace.digest() == reference.trace.digest()
+
+
+def _recorded(world: World, count: int) -> World:
+    for index in range(count):
+        world.trace.record(index, "a", "p", "stat", f"/shared/{index}", "ENOENT")
+    return world
+
+
+def test_a_default_world_keeps_a_bounded_window_and_says_what_it_no_longer_has():
+    count = DEFAULT_TRACE_KEEP + 7
+    bounded = _recorded(World(seed=1), count)
+    everything = _recorded(World(seed=1, trace_keep=None), count)
+    assert len(bounded.trace) == len(everything.trace) == count
+    assert bounded.trace.digest() == everything.trace.digest()
+    kept = list(bounded.trace)
+    assert len(kept) == DEFAULT_TRACE_KEEP
+    assert kept == list(everything.trace)[7:]
+    assert bounded.trace.select(path="/shared/6") == []
+    assert len(everything.trace.select(path="/shared/6")) == 1
+    first, second = bounded.trace.format().split("\n")[:2]
+    assert first == (f"(7 earlier events not kept: the trace keeps the last "
+                     f"{DEFAULT_TRACE_KEEP:,}; World(trace_keep=None) keeps every event)")
+    assert "/shared/7 " in second
+    assert bounded.trace.format(limit=2) == everything.trace.format(limit=2)
+    assert not everything.trace.format().startswith("(")
 
 
 @pytest.mark.parametrize("keep", [-1, 1.5, True])

@@ -1,0 +1,201 @@
+"""What scale costs, as ratios (issue 29): file bytes, trace events, examples.
+
+    python bench/bench_scale.py [--quick] [--against REV]
+
+Every figure is measured in a fresh child interpreter (peak RSS is the
+child's own VmHWM), side by side with the same child run on the code of
+``REV`` (a git revision, e.g. the previous release or ``7ebe4ae``, the
+commit before issue 29) when ``--against`` is given; without it, beside the
+figures issue 29 measured before its work on this kind of machine.  Prints
+ratios, never asserts: machine load moves every absolute number.
+
+- RSS per file byte: a file written on one host and read on another, peak
+  RSS above an empty world's, divided by the file's size (1.0: the bytes
+  are held once);
+- RSS per trace event at default settings: a poller past the trace's kept
+  window, peak RSS above an empty world's, divided by the events recorded,
+  beside the same run keeping every event (``trace_keep=None``);
+- examples per CPU second of each scenario's exploration (its first
+  variant, and refit's ``pr``; ``--quick``: refit's only) and of the
+  README's marker example (a ``simfs.explore`` test, derandomized), in CPU
+  time, which moves less with the machine's load than wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+QUICK = "--quick" in sys.argv
+ROOT = Path(__file__).resolve().parent.parent
+FILE_MIB = 16 if QUICK else 256
+POLLS = 60_000 if QUICK else 500_000  # 2 events each: past the 100,000 kept
+EXAMPLES = 20 if QUICK else 200
+
+# Issue 29's "before" figure, measured on the project's 2-core machine at
+# commit 7ebe4ae: 1 GiB written and read back peaked at 5,235 MB (an empty
+# world: 28 MB), 64 MiB at 354 MB.
+BEFORE_FILE = (5_235 - 28) * 2**20 / 2**30
+
+_CHILD = r"""
+import json, os, sys, time
+mode, arg = sys.argv[1], sys.argv[2]
+
+def peak():
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    return int(kib) * 1024
+
+if mode == "file":
+    from simfs import World
+    mib = int(arg)
+    w = World(seed=1, step_timeout=600.0)
+    a, b = w.host("a"), w.host("b")
+    def write():
+        block = b"x" * (1 << 20)
+        with open("/shared/big", "wb") as f:
+            for _ in range(mib):
+                f.write(block)
+    def read():
+        with open("/shared/big", "rb") as f:
+            while f.read(1 << 20):
+                pass
+    if mib:
+        w.spawn(a, write); w.run(); w.spawn(b, read); w.run()
+    print(json.dumps({"peak": peak()}))
+elif mode == "events":
+    from simfs import World
+    polls, keep = arg.split(":")
+    polls = int(polls)
+    w = World(seed=1, max_events=10 * polls + 100,
+              **({} if keep == "default" else {"trace_keep": None}))
+    w.server.mkdir("/shared/dir")
+    def poll():
+        for _ in range(polls):
+            os.path.exists("/shared/dir/marker")
+            time.sleep(0.1)
+    if polls:
+        w.spawn(w.host("h"), poll)
+    w.run()
+    print(json.dumps({"peak": peak(), "events": len(w.trace)}))
+elif mode == "explore":
+    from scenarios import get
+    from scenarios._explore import explore
+    name, variant, examples = arg.split(":")
+    explore(get(name), variant, examples=3)  # imports and first-use costs out of the count
+    start = time.process_time()
+    state = explore(get(name), variant, examples=int(examples))
+    print(json.dumps({"rate": state.examples / (time.process_time() - start),
+                      "examples": state.examples}))
+elif mode == "marker":
+    from hypothesis import settings
+    import simfs
+    from simfs.strategies import mount_options
+    def publish(path):
+        with open(path + ".tmp", "w") as f:
+            f.write("ready")
+        os.replace(path + ".tmp", path)
+    def wait_for(path, timeout):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise TimeoutError(path)
+            time.sleep(0.1)
+    count = [0]
+    def body(world):
+        count[0] += 1
+        world.server.mkdir("/shared/step")
+        world.spawn("b", wait_for, "/shared/step/READY", 5.0)
+        world.spawn("a", publish, "/shared/step/READY")
+        world.run()
+    def search(examples):
+        return simfs.explore(hosts={"a": "vers=3", "b": mount_options()},
+                             max_examples=examples,
+                             hypothesis_settings=settings(derandomize=True, database=None))(body)
+    search(3)()
+    count[0] = 0
+    start = time.process_time()
+    try:
+        search(int(arg))()
+    except Exception:
+        pass  # a failure found and shrunk is a search like any other
+    print(json.dumps({"rate": count[0] / (time.process_time() - start), "examples": count[0]}))
+"""
+
+EXPLORED = [("handshake", "exists"), ("cas", "seed"), ("prune", "rmtree"), ("refit", "pr")]
+
+
+def _child(path: Path, mode: str, arg: str) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=str(path))
+    out = subprocess.run([sys.executable, "-c", _CHILD, mode, arg], cwd=path, env=env,
+                         check=True, capture_output=True, text=True).stdout
+    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def measure(path: Path) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    empty = _child(path, "file", "0")["peak"]
+    figures["file"] = (_child(path, "file", str(FILE_MIB))["peak"] - empty) / (FILE_MIB << 20)
+    empty = _child(path, "events", "0:default")["peak"]
+    for keep in ("default", "all"):
+        events = _child(path, "events", f"{POLLS}:{keep}")
+        figures[f"event {keep}"] = (events["peak"] - empty) / events["events"]
+    for name, variant in EXPLORED[-1:] if QUICK else EXPLORED:
+        figures[f"{name}/{variant}"] = _child(path, "explore",
+                                              f"{name}:{variant}:{EXAMPLES}")["rate"]
+    figures["README marker"] = _child(path, "marker", str(EXAMPLES))["rate"]
+    return figures
+
+
+def _tree(revision: str, into: str) -> Path:
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision], check=True,
+                             capture_output=True).stdout
+    path = Path(into) / "tree"
+    path.mkdir()
+    with tempfile.TemporaryFile() as raw:
+        raw.write(archive)
+        raw.seek(0)
+        with tarfile.open(fileobj=raw) as tar:
+            tar.extractall(path, filter="data")
+    return path
+
+
+def main() -> None:
+    against = sys.argv[sys.argv.index("--against") + 1] if "--against" in sys.argv else None
+    now = measure(ROOT)
+    print(f"scale (issue 29){' (quick)' if QUICK else ''}: a {FILE_MIB} MiB file, "
+          f"{2 * POLLS:,} events, {EXAMPLES} examples per search\n")
+    if against is None:
+        print(f"  RSS per file byte            {now['file']:8.2f} B   (issue 29 before: "
+              f"{BEFORE_FILE:.2f} B, {BEFORE_FILE / now['file']:.1f}x as much)")
+        print(f"  RSS per event, default trace {now['event default']:8.2f} B   (every event "
+              f"kept: {now['event all']:.2f} B, "
+              f"{now['event all'] / max(now['event default'], 1e-9):.1f}x as much)")
+        if QUICK:
+            print("    (the default keeps 100,000 events, so at this length the kept window "
+                  "dominates; without --quick: 1,000,000 events)")
+        print("  examples per CPU second (--against REV compares them with another revision)")
+        for key, value in now.items():
+            if not key.startswith(("file", "event")):
+                print(f"    {key:27}{value:8.1f}")
+        return
+    with tempfile.TemporaryDirectory() as directory:
+        then = measure(_tree(against, directory))
+    print(f"{'':34}{'now':>12}{against[:12]:>14}{'then/now':>10}")
+    for key, value in now.items():
+        unit = " B" if key.startswith(("file", "event")) else "  "
+        label = {"file": "RSS per file byte", "event default": "RSS per event (default)",
+                 "event all": "RSS per event (keep all)"}.get(key, f"examples/CPU s {key}")
+        ratio = then[key] / max(value, 1e-9) if unit == " B" else value / max(then[key], 1e-9)
+        print(f"  {label:32}{value:10.2f}{unit}{then[key]:12.2f}{unit}{ratio:9.2f}x")
+    print("  (x: how many times better now: memory then/now, examples now/then)")
+
+
+if __name__ == "__main__":
+    main()
