@@ -1,6 +1,6 @@
 """What scale costs, as ratios (issue 29): file bytes, trace events, examples.
 
-    python bench/bench_scale.py [--quick] [--against REV]
+    python bench/bench_scale.py [--quick] [--against REV] [--file-mib N]
 
 Every figure is measured in a fresh child interpreter (peak RSS is the
 child's own VmHWM), side by side with the same child run on the code of
@@ -33,7 +33,8 @@ from pathlib import Path
 
 QUICK = "--quick" in sys.argv
 ROOT = Path(__file__).resolve().parent.parent
-FILE_MIB = 16 if QUICK else 256
+FILE_MIB = (int(sys.argv[sys.argv.index("--file-mib") + 1]) if "--file-mib" in sys.argv
+            else 16 if QUICK else 256)
 POLLS = 60_000 if QUICK else 500_000  # 2 events each: past the 100,000 kept
 EXAMPLES = 20 if QUICK else 200
 
