@@ -36,6 +36,7 @@ from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from . import _native_ml
 from ._imports import when_imported
 from ._io import SimRawFile
 from ._registry import escape, outside_world, patch
@@ -222,3 +223,4 @@ def install() -> None:
     when_imported("safetensors", _install_safetensors)
     when_imported("blake3", _install_blake3)
     when_imported("numpy", _install_numpy)
+    _native_ml.install()  # torch and pyarrow
