@@ -27,7 +27,9 @@ requirement is missing says so and the rest still run.  Sections:
   and inside a World to a simulated file object (today's working route);
   and the same server in a *thread of the caller's process* (design A with
   FUSE), which ``torch.save(path)`` deadlocks because it holds the GIL;
-- Arrow: ``pyarrow.parquet.write_table``/``read_table`` of 64 MiB the same ways.
+- Arrow: ``pyarrow.parquet.write_table``/``read_table`` of 64 MiB the same ways;
+- native guard: its cost per real ``stat``/``open`` of a simulated process's
+  thread and per process start, off and on.
 """
 
 from __future__ import annotations
@@ -526,11 +528,62 @@ def _abort_fuse_connection(mountpoint: str) -> None:
             (connections / minor / "abort").write_text("1")
 
 
+_GUARD_CHILD = """
+import os, sys, time
+import simfs
+from simfs._patch._registry import real_outside
+calls = int(sys.argv[1])
+stat, open_, close = real_outside(os.stat), real_outside(os.open), real_outside(os.close)
+def body():
+    for _ in range(calls):
+        stat("/usr")
+    for _ in range(calls):
+        close(open_("/etc/hostname", os.O_RDONLY))
+def nothing():
+    pass
+results = []
+for target in (body, nothing):
+    world = simfs.World(seed=1)
+    host = world.host("h")
+    count = 1 if target is body else 300
+    for _ in range(count):
+        world.spawn(host, target)
+    start = time.process_time()
+    world.run()
+    results.append((time.process_time() - start) / (2 * calls if target is body else count))
+    world.close()
+print(simfs.native_guard().split(":")[0], *results)
+"""
+
+
+def guard_costs() -> None:
+    """The seccomp guard's cost per real open/stat of a simulated process's thread
+    (all reported to the supervisor process since they may name a simulated
+    mount) and per process start, guard off and on (CPU of this interpreter)."""
+    calls = 500 if QUICK else 2000
+    rows = {}
+    for guard in ("0", "1"):
+        env = dict(os.environ, SIMFS_NATIVE_GUARD=guard)
+        out = subprocess.run([PYTHON, "-c", _GUARD_CHILD, str(calls)], env=env, check=True,
+                             capture_output=True, text=True).stdout.split()
+        rows[out[0]] = (float(out[1]) * 1e6, float(out[2]) * 1e6)
+    if "on" not in rows:
+        print(f"\nnative guard: could not be turned on here ({rows})")
+        return
+    (off_call, off_start), (on_call, on_start) = rows["off"], rows["on"]
+    print("\nnative guard (SIMFS_NATIVE_GUARD=1), CPU µs of the test process")
+    print(f"  a real stat/open+close from a process thread  off {off_call:7.1f}   "
+          f"on {on_call:7.1f}   {on_call / off_call:5.1f}x (the supervisor's CPU not counted)")
+    print(f"  start and finish a no-op process              off {off_start:7.1f}   "
+          f"on {on_start:7.1f}   {on_start / off_start:5.1f}x (on: the thread baton)")
+
+
 def main() -> None:
     import warnings
 
     warnings.simplefilter("ignore", FutureWarning)  # torch.distributed's deprecated names
     machine()
+    guard_costs()
     spawn()
     memory()
     spawn_with_torch()
