@@ -1,47 +1,49 @@
-"""Native writes to the real disk from a simulated process, caught by seccomp.
+"""Native file calls of a simulated process below every route, caught by seccomp.
 
 The audit hook (``_audit``) sees every *Python* file call; native code (a C
 or Rust extension, a ``ctypes`` call of a function resolved before the run)
 raises no audit event, and the sentinel working directory (``_boundary``)
 only catches relative paths.  ``libc.open(b"/tmp/x", O_CREAT|O_WRONLY)``
-from a simulated process therefore wrote the real disk silently.
+from a simulated process therefore wrote the real disk silently, and a
+native open of ``/shared/...`` read a real file of that name or got the real
+machine's ENOENT.
 
-This guard closes that hole for *writes*, opt-in (``SIMFS_NATIVE_GUARD=1``
-or ``simfs.native_guard(True)``), on Linux x86_64 and aarch64:
+This guard closes both holes, opt-in (``SIMFS_NATIVE_GUARD=1`` or
+``simfs.native_guard(True)``), on Linux x86_64 and aarch64:
 
 - One seccomp filter, installed once on a dedicated *spawner* thread (with
   ``PR_SET_NO_NEW_PRIVS``, so no privilege is needed).  Every simulated
   process's OS thread is started by the spawner or by another simulated
-  thread, so it inherits that one filter and its one listener descriptor;
-  pytest's thread, the main thread and the supervisor are never filtered
-  (a filter without TSYNC binds only its thread and the threads it starts).
+  thread, so it inherits that one filter; pytest's thread and the main
+  thread are never filtered (a filter without TSYNC binds only its thread
+  and the threads it starts).
 - The filter answers ``SECCOMP_RET_USER_NOTIF`` for the syscalls that change
-  the filesystem: ``open``/``openat`` with a write flag (``O_WRONLY``,
-  ``O_RDWR``, ``O_CREAT``, ``O_TRUNC``, ``O_APPEND``; checked in BPF, so
-  reads of code and shared libraries never leave the kernel), ``creat``,
-  ``openat2`` (its flags are in memory: read by the supervisor), ``mkdir``,
+  the filesystem (``open``/``openat``/``openat2``/``creat``, ``mkdir``,
   ``mknod``, ``unlink``, ``rmdir``, ``rename``, ``link``, ``symlink``,
-  ``truncate``, the ``chmod``/``chown``/``utime`` families and the
-  ``setxattr``/``removexattr`` pair (their ``*at`` forms included), and
-  ``SECCOMP_RET_ALLOW`` for everything else.
-- A supervisor thread receives each notification, reads the paths from
-  ``/proc/<tid>/mem`` and lets the call go on (``SECCOMP_USER_NOTIF_FLAG_
-  CONTINUE``) when simfs announced it: the thread is not a simulated
-  process's, or a Python-level real access of that path was just allowed on
-  that thread (an audit event raised while routing is off: ``real_outside``,
-  ``outside_world``, the import machinery writing a ``.pyc``).  Anything
-  else is a native escape: the call fails with ``EACCES`` (what a write to a
-  directory one may not write gives, so native code takes its ordinary
-  error path, as with the sentinel cwd) and a ``SimulationEscape`` naming the
-  process, its host, the syscall and the path is recorded on the world, which
-  ``run()`` re-raises.
+  ``truncate``, the ``chmod``/``chown``/``utime`` families, ``setxattr``/
+  ``removexattr``, their ``*at`` forms) and for those that look at a path
+  (the ``stat`` family but for ``fstat``'s ``AT_EMPTY_PATH`` form,
+  ``access``, ``readlink``, ``chdir``, ``statfs``, ``execve``), and
+  ``SECCOMP_RET_ALLOW`` for everything else (``_seccomp``).
+- The supervisor is a separate process (``_guard_helper``), so it answers
+  native code that holds this interpreter's GIL (a supervisor thread here
+  waited for it forever).  This module tells it, over a pipe and before the
+  calls concerned, the simulated mounts' paths (``watch``), the simulated
+  processes' thread ids, and each Python-level real access simfs allows on
+  such a thread (an audit event raised while routing is off: ``real_outside``,
+  ``outside_world``, the import machinery writing a ``.pyc``).  It refuses,
+  with ``EACCES`` (what a directory one may not write gives, so native code
+  takes its ordinary error path, as with the sentinel cwd), any such call
+  under a simulated mount and any unannounced change elsewhere, and reports
+  each refusal before answering; ``drain`` (called by ``World.run``) turns
+  the reports into a ``SimulationEscape`` naming the process, its host, the
+  syscall and the path, which ``run()`` raises.
 
-Not covered: native *reads* of real files (allowed in BPF, see above), and a
-write made by native code while it holds the GIL (the supervisor is a Python
-thread and would wait for the GIL forever: none did in the fast tier run
-with the guard on, but an extension could).  This is a tripwire for honest code,
-not a sandbox: with ``CONTINUE`` a racing thread could change the path after
-the check (seccomp_unotify(2)).
+Not covered: native *reads* of real files outside the simulated mounts, and
+threads that native code starts itself (filtered, but not a simulated
+process's: their calls go on).  This is a tripwire for honest code, not a
+sandbox: with ``CONTINUE`` a racing thread could change the path after the
+check (seccomp_unotify(2)).
 """
 
 from __future__ import annotations
