@@ -25,16 +25,20 @@ accepts in place of a path, opened through the simulated file layer:
 - ``pyarrow.parquet.read_table(path)`` and ``ParquetFile(path)`` = the
   library's reader on a ``BufferReader`` of the bytes read through ``open``
   (a Python file object would be read from Arrow's I/O threads, which are
-  not the process's); a directory (a partitioned dataset) is refused loudly.
+  not the process's); a directory (a partitioned dataset) is refused loudly;
+- ``pyarrow.feather.write_feather(df, path)`` = the writer on ``open(path,
+  "wb")``; ``read_table``/``read_feather(path)`` = the reader on a
+  ``BufferReader``, as for parquet.
 
 A path given with an explicit ``filesystem=`` goes to that filesystem, as
 the library decides.  What stays native (and unrouted): ``torch.from_file``,
 ``UntypedStorage.from_file``, ``pyarrow.fs.LocalFileSystem`` used directly,
-``pyarrow.dataset``, feather/IPC/ORC/CSV paths (docs/design.md lists them).
+``pyarrow.dataset``, IPC/ORC/CSV paths (docs/design.md lists them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from types import ModuleType
 from typing import Any
@@ -180,7 +184,45 @@ def _install_parquet(core: ModuleType) -> None:
     # .core import *``), or, imported earlier, is rebound by install()'s sweep.
 
 
+def _install_feather(feather: ModuleType) -> None:
+    import pyarrow
+
+    real_write = feather.write_feather
+
+    def write_feather(df: Any, dest: Any, *args: Any, **kwargs: Any) -> None:
+        if current_process() is None or not _is_path(dest):
+            real_write(df, dest, *args, **kwargs)
+            return None
+        with open(dest, "wb") as file:
+            try:
+                real_write(df, file, *args, **kwargs)
+            except Exception:
+                file.close()
+                with contextlib.suppress(OSError):
+                    os.remove(dest)  # as the library does for a path it could not write
+                raise
+        return None
+
+    patch(feather, "write_feather", write_feather)
+    for name in ("read_table", "read_feather"):
+        patch(feather, name, _buffered_reader(pyarrow, getattr(feather, name), name))
+
+
+def _buffered_reader(pyarrow: Any, real: Any, name: str) -> Any:
+    """``real(source, ...)`` with a simulated path read into a ``BufferReader``."""
+
+    def read(source: Any, *args: Any, **kwargs: Any) -> Any:
+        if current_process() is not None and _is_path(source):
+            source = pyarrow.BufferReader(_read_all(source))
+            kwargs.pop("memory_map", None)  # a buffer is already in memory
+        return real(source, *args, **kwargs)
+
+    read.__name__ = name
+    return read
+
+
 def install() -> None:
     """Route each package when the program imports it (see ``_imports``)."""
     when_imported("torch.serialization", _install_torch_serialization)
     when_imported("pyarrow.parquet.core", _install_parquet)
+    when_imported("pyarrow.feather", _install_feather)

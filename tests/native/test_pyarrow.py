@@ -90,3 +90,16 @@ def test_read_table_of_a_directory_is_refused_naming_the_process_host_and_path(e
         w.run()
     message = str(raised.value)
     assert "reader" in message and "'b'" in message and f"{export}/x" in message
+
+
+def test_feather_written_on_one_host_is_read_on_the_other_after_close_to_open(export):
+    import pyarrow.feather as feather
+
+    path = f"{export}/x/t.feather"
+    w, a, b = two_hosts(export)
+    w.spawn(a, lambda: feather.write_feather(_table(), path))
+    reader = w.spawn(b, lambda: (time.sleep(1), feather.read_table(path, columns=["s"]))[1])
+    w.run()
+    assert reader.result().column("s").to_pylist() == [f"row{i}" for i in range(1000)]
+    assert w.server.read_bytes(path)[:6] == b"ARROW1"
+    assert real_listing(export) == ["x"]
