@@ -41,11 +41,12 @@ from ._world import Host, World
 
 
 def native_guard(enable: bool = False) -> str:
-    """Whether native writes from simulated processes are caught, and if not why.
+    """Whether native file calls from simulated processes are caught, and if not why.
 
     Opt-in (also ``SIMFS_NATIVE_GUARD=1``): a seccomp filter on simulated
-    processes' threads refuses a real filesystem change made by native code
-    and fails the run with ``SimulationEscape`` (``simfs/_patch/_guards/_native_guard.py``).
+    processes' threads refuses a real filesystem change made by native code,
+    and any native open or stat of a path under the export, and fails the run
+    with ``SimulationEscape`` (``simfs/_patch/_guards/_native_guard.py``).
 
     Args:
         enable: install the guard now, if this machine allows it.

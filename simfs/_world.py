@@ -392,9 +392,10 @@ class World:
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
         """
-        from ._patch import install, real_cwd_sentinel
+        from ._patch import _native_guard, install, real_cwd_sentinel
 
         install()
+        _native_guard.watch(self.export)
         self._schedule_crashes()
         until_ns = None if until is None else seconds_to_ns(until, "until")
         try:
@@ -407,6 +408,7 @@ class World:
         if fatal is not None:
             self._teardown()
             raise fatal
+        _native_guard.drain()  # what the guard refused while it ran
         if self.escapes:
             self._teardown()
             raise self.escapes[0]

@@ -1,56 +1,60 @@
-"""Native writes to the real disk from a simulated process, caught by seccomp.
+"""Native file calls of a simulated process below every route, caught by seccomp.
 
 The audit hook (``_audit``) sees every *Python* file call; native code (a C
 or Rust extension, a ``ctypes`` call of a function resolved before the run)
 raises no audit event, and the sentinel working directory (``_boundary``)
 only catches relative paths.  ``libc.open(b"/tmp/x", O_CREAT|O_WRONLY)``
-from a simulated process therefore wrote the real disk silently.
+from a simulated process therefore wrote the real disk silently, and a
+native open of ``/shared/...`` read a real file of that name or got the real
+machine's ENOENT.
 
-This guard closes that hole for *writes*, opt-in (``SIMFS_NATIVE_GUARD=1``
-or ``simfs.native_guard(True)``), on Linux x86_64 and aarch64:
+This guard closes both holes, opt-in (``SIMFS_NATIVE_GUARD=1`` or
+``simfs.native_guard(True)``), on Linux x86_64 and aarch64:
 
 - One seccomp filter, installed once on a dedicated *spawner* thread (with
   ``PR_SET_NO_NEW_PRIVS``, so no privilege is needed).  Every simulated
   process's OS thread is started by the spawner or by another simulated
-  thread, so it inherits that one filter and its one listener descriptor;
-  pytest's thread, the main thread and the supervisor are never filtered
-  (a filter without TSYNC binds only its thread and the threads it starts).
+  thread, so it inherits that one filter; pytest's thread and the main
+  thread are never filtered (a filter without TSYNC binds only its thread
+  and the threads it starts).
 - The filter answers ``SECCOMP_RET_USER_NOTIF`` for the syscalls that change
-  the filesystem: ``open``/``openat`` with a write flag (``O_WRONLY``,
-  ``O_RDWR``, ``O_CREAT``, ``O_TRUNC``, ``O_APPEND``; checked in BPF, so
-  reads of code and shared libraries never leave the kernel), ``creat``,
-  ``openat2`` (its flags are in memory: read by the supervisor), ``mkdir``,
+  the filesystem (``open``/``openat``/``openat2``/``creat``, ``mkdir``,
   ``mknod``, ``unlink``, ``rmdir``, ``rename``, ``link``, ``symlink``,
-  ``truncate``, the ``chmod``/``chown``/``utime`` families and the
-  ``setxattr``/``removexattr`` pair (their ``*at`` forms included), and
-  ``SECCOMP_RET_ALLOW`` for everything else.
-- A supervisor thread receives each notification, reads the paths from
-  ``/proc/<tid>/mem`` and lets the call go on (``SECCOMP_USER_NOTIF_FLAG_
-  CONTINUE``) when simfs announced it: the thread is not a simulated
-  process's, or a Python-level real access of that path was just allowed on
-  that thread (an audit event raised while routing is off: ``real_outside``,
-  ``outside_world``, the import machinery writing a ``.pyc``).  Anything
-  else is a native escape: the call fails with ``EACCES`` (what a write to a
-  directory one may not write gives, so native code takes its ordinary
-  error path, as with the sentinel cwd) and a ``SimulationEscape`` naming the
-  process, its host, the syscall and the path is recorded on the world, which
-  ``run()`` re-raises.
+  ``truncate``, the ``chmod``/``chown``/``utime`` families, ``setxattr``/
+  ``removexattr``, their ``*at`` forms) and for those that look at a path
+  (the ``stat`` family but for ``fstat``'s ``AT_EMPTY_PATH`` form,
+  ``access``, ``readlink``, ``chdir``, ``statfs``, ``execve``), and
+  ``SECCOMP_RET_ALLOW`` for everything else (``_seccomp``).
+- The supervisor is a separate process (``_guard_helper``), so it answers
+  native code that holds this interpreter's GIL (a supervisor thread here
+  waited for it forever).  This module tells it, over a pipe and before the
+  calls concerned, the simulated mounts' paths (``watch``), the simulated
+  processes' thread ids, and each Python-level real access simfs allows on
+  such a thread (an audit event raised while routing is off: ``real_outside``,
+  ``outside_world``, the import machinery writing a ``.pyc``).  It refuses,
+  with ``EACCES`` (what a directory one may not write gives, so native code
+  takes its ordinary error path, as with the sentinel cwd), any such call
+  under a simulated mount and any unannounced change elsewhere, and reports
+  each refusal before answering; ``drain`` (called by ``World.run``) turns
+  the reports into a ``SimulationEscape`` naming the process, its host, the
+  syscall and the path, which ``run()`` raises.
 
-Not covered: native *reads* of real files (allowed in BPF, see above), and a
-write made by native code while it holds the GIL (the supervisor is a Python
-thread and would wait for the GIL forever: none did in the fast tier run
-with the guard on, but an extension could).  This is a tripwire for honest code,
-not a sandbox: with ``CONTINUE`` a racing thread could change the path after
-the check (seccomp_unotify(2)).
+Not covered: native *reads* of real files outside the simulated mounts, and
+threads that native code starts itself (filtered, but not a simulated
+process's: their calls go on).  This is a tripwire for honest code, not a
+sandbox: with ``CONTINUE`` a racing thread could change the path after the
+check (seccomp_unotify(2)).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import errno
+import fcntl
 import os
 import platform
+import posix
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -61,10 +65,6 @@ if TYPE_CHECKING:
 import _thread
 
 from . import _seccomp as seccomp
-
-# EACCES, not EPERM: what a write into a directory one may not write gives, so
-# native code takes its ordinary error path (as with the sentinel cwd).
-_DENY = errno.EACCES
 
 # Audit events for Python-level calls that reach a syscall the filter reports,
 # and the indexes of their path arguments.
@@ -84,11 +84,15 @@ class _Guard:
         self.active = False
         self.why = "off: opt in with SIMFS_NATIVE_GUARD=1 or simfs.native_guard(True)"
         self.listener = -1
-        self.names: dict[int, str] = {}
+        # The supervisor process (_guard_helper.py): what it is told, what it reports.
+        self.helper: subprocess.Popen[bytes] | None = None
+        self.control = -1
+        self.report = -1
+        self.mounts: set[str] = set()
         # tid -> the simulated process whose OS thread it is.
         self.processes: dict[int, Process] = {}
-        # tid -> paths of the Python-level real access just allowed on it (None: any).
-        self.tokens: dict[int, frozenset[bytes] | None] = {}
+        # tid -> process, kept until the supervisor's reports were read (drain()).
+        self.history: dict[int, Process] = {}
         # tids of filtered threads (the spawner and every thread it started).
         self.guarded: set[int] = set()
         self.requests: list[tuple[Callable[..., object], tuple[Any, ...]]] = []
@@ -107,8 +111,8 @@ def status() -> str:
     """Whether native writes are guarded here, and if not, why."""
     if not _guard.tried and _asked_by_environment():
         enable()
-    return "on: seccomp user notification guards native writes" if _guard.active \
-        else _guard.why
+    return ("on: seccomp user notification guards native writes, and native opens and "
+            "stats under the simulated mounts" if _guard.active else _guard.why)
 
 
 def _asked_by_environment() -> bool:
@@ -163,13 +167,77 @@ def _gettid() -> int:
 def _guarded_body(function: Callable[..., object], args: tuple[Any, ...]) -> None:
     tid = _gettid()
     _guard.guarded.add(tid)
-    _guard.processes[tid] = args[0]  # the scheduler's _bootstrap(process)
+    _guard.processes[tid] = _guard.history[tid] = args[0]  # the scheduler's _bootstrap(process)
+    _tell(f"+ {tid}")
     try:
         function(*args)
     finally:
+        _tell(f"- {tid}")
         _guard.processes.pop(tid, None)
-        _guard.tokens.pop(tid, None)
         _guard.guarded.discard(tid)
+
+
+def _tell(message: str) -> None:
+    """One line to the supervisor; written before the calls it concerns (with
+    ``posix.write``: ``os.write`` is routed on a simulated process's thread)."""
+    if _guard.control >= 0:
+        with contextlib.suppress(OSError):  # the supervisor is gone: its calls fail ENOSYS
+            posix.write(_guard.control, message.encode() + b"\n")
+
+
+def watch(export: str) -> None:
+    """Tell the supervisor a simulated mount's path (``World.run`` calls this)."""
+    if _guard.active and export not in _guard.mounts:
+        _guard.mounts.add(export)
+        _tell("M " + os.fsencode(export).hex())
+
+
+def drain() -> None:
+    """Record on their worlds the escapes the supervisor refused so far.
+
+    ``World.run`` calls this before it looks at its escapes: the supervisor
+    writes each report before it answers the call, so every refusal of a
+    call that has returned is already in the pipe.
+    """
+    if _guard.report < 0:
+        return
+    data = b""
+    while True:
+        try:
+            chunk = os.read(_guard.report, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    for line in data.decode().splitlines():
+        tid_text, name, why, *hex_paths = line.split(" ")
+        process = _guard.history.get(int(tid_text))
+        if process is not None:
+            process.syscalls.escape(_describe(name, why, hex_paths))
+    for tid in [tid for tid in _guard.history if tid not in _guard.processes]:
+        del _guard.history[tid]
+
+
+def _describe(name: str, why: str, hex_paths: list[str]) -> str:
+    if why == "unreadable":
+        return (f"native code made a {name} call the guard could not read "
+                f"({bytes.fromhex(hex_paths[0]).decode(errors='replace')}); it was refused "
+                "with EACCES")
+    paths = [os.fsdecode(bytes.fromhex(path)) if path != "-" else "" for path in hex_paths]
+    shown = ", ".join(repr(path) for path in paths)
+    if why == "mount":
+        mount = next((m for m in sorted(_guard.mounts) if any(
+            path == m or path.startswith(m + "/") for path in paths)), "?")
+        return (f"native code called {name}({shown}) on a path under the simulated mount "
+                f"{mount!r}, below every route (a C/C++/Rust extension or a ctypes call, such "
+                "as torch.from_file, pyarrow's LocalFileSystem, h5py); the real machine was "
+                "not asked and the call failed with EACCES. Open the file with Python's "
+                "open() and pass the library the file object, or use a library entry point "
+                "simfs routes (docs/design.md, 'Processes and native code')")
+    return (f"native code called {name}({shown}) on the real machine (a C/Rust extension or "
+            "ctypes call below every route); it was refused with EACCES. Pass the library "
+            "a simulated file object, or a path it opens through Python's open()")
 
 
 def _install() -> str | None:
@@ -199,8 +267,8 @@ def _install() -> str | None:
     ready.acquire()
 
     def spawner() -> None:
-        listener, names, why = seccomp.install_filter(_libc, machine)
-        _guard.listener, _guard.names = listener, names
+        listener, _names, why = seccomp.install_filter(_libc, machine)
+        _guard.listener = listener
         installed.append(why)
         if installed[0] is None:
             _guard.guarded.add(_gettid())
@@ -217,6 +285,9 @@ def _install() -> str | None:
     ready.acquire()
     if installed[0] is not None:
         return installed[0]
+    why = _start_helper()
+    if why is not None:
+        return why
     _guard.active = True
     from ..._engine import _scheduler
 
@@ -225,21 +296,48 @@ def _install() -> str | None:
     if not _hook_added:
         _hook_added = True
         sys.addaudithook(_announce)
-    _thread.start_new_thread(_supervise, (_guard,))
+    return None
+
+
+def _start_helper() -> str | None:
+    """Start the supervisor process and hand it the listener (see ``_guard_helper``)."""
+    control_read, control_write = os.pipe()
+    report_read, report_write = os.pipe()
+    with contextlib.suppress(OSError):  # room for many reports between two drains
+        fcntl.fcntl(report_write, fcntl.F_SETPIPE_SZ, 1 << 20)
+    os.set_blocking(report_write, False)  # a full pipe drops reports, never blocks a call
+    os.set_blocking(report_read, False)
+    helper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_guard_helper.py")
+    fds = (_guard.listener, control_read, report_write)
+    try:
+        _guard.helper = subprocess.Popen(
+            [sys.executable, "-I", "-S", helper, *(str(fd) for fd in fds)], pass_fds=fds,
+            stdin=subprocess.DEVNULL)
+    except OSError as error:
+        for fd in (*fds, control_write, report_read):
+            os.close(fd)
+        return f"the guard's supervisor process could not start: {error}"
+    for fd in fds:
+        os.close(fd)  # the supervisor holds them; the listener dies with it
+    _guard.listener = -1
+    _guard.control, _guard.report = control_write, report_read
+    # Yama's ptrace_scope=1 lets only an ancestor read /proc/<tid>/mem: name the helper.
+    _libc.prctl(seccomp.PR_SET_PTRACER, _guard.helper.pid, 0, 0, 0)
     return None
 
 
 def _forget_in_child() -> None:
     """A forked child has neither the spawner nor the supervisor: start unguarded."""
     global _guard
-    listener = _guard.listener
+    inherited = (_guard.listener, _guard.control, _guard.report)
     _guard = _Guard()
     from ..._engine import _scheduler
 
     _scheduler.thread_starter = _thread.start_new_thread
-    if listener >= 0:
-        with contextlib.suppress(OSError):
-            os.close(listener)
+    for fd in inherited:
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 os.register_at_fork(after_in_child=_forget_in_child)
@@ -264,62 +362,8 @@ def _announce(event: str, args: tuple[Any, ...]) -> None:
     for index in indexes:
         value = args[index] if index < len(args) else None
         if isinstance(value, int) or value is None:
-            _guard.tokens[tid] = None
+            _tell(f"T {tid} *")
             return
         with contextlib.suppress(TypeError):
             paths.add(os.fsencode(value))
-    _guard.tokens[tid] = frozenset(paths)
-
-
-def _supervise(guard: _Guard) -> None:
-    notif = seccomp.Notif()
-    resp = seccomp.Resp()
-    while True:
-        ctypes.memset(ctypes.byref(notif), 0, ctypes.sizeof(notif))
-        if _libc.ioctl(guard.listener, seccomp.IOCTL_RECV, ctypes.byref(notif)) != 0:
-            if ctypes.get_errno() in (errno.EINTR, errno.ENOENT):
-                continue
-            return
-        resp.id = notif.id
-        resp.val = 0
-        resp.error = 0
-        resp.flags = seccomp.FLAG_CONTINUE
-        try:
-            why = _judge(guard, notif)
-        except Exception as error:  # never leave a thread hanging in its syscall
-            why = f"(the guard failed to read the call: {error!r})"
-        if why is not None:
-            resp.error = -_DENY
-            resp.flags = 0
-        # ENOENT: the thread was killed meanwhile; nothing is waiting for the answer.
-        _libc.ioctl(guard.listener, seccomp.IOCTL_SEND, ctypes.byref(resp))
-
-
-def _judge(guard: _Guard, notif: seccomp.Notif) -> str | None:
-    """None to let the call go on; else record the escape and say what it was."""
-    tid = notif.pid
-    process = guard.processes.get(tid)
-    if process is None:
-        return None  # not a simulated process's thread (the spawner's own work)
-    name = guard.names.get(notif.nr, str(notif.nr))
-    _, _, path_args = seccomp.SYSCALLS.get(name, (0, None, ()))
-    memory = os.open(f"/proc/{tid}/mem", os.O_RDONLY)
-    try:
-        paths = [seccomp.read_string(memory, notif.args[index]) for index in path_args]
-        if name == "openat2":
-            how = os.pread(memory, 8, notif.args[2])
-            if not int.from_bytes(how, sys.byteorder) & seccomp.WRITE_FLAGS:
-                return None
-    finally:
-        os.close(memory)
-    if _libc.ioctl(guard.listener, seccomp.IOCTL_ID_VALID, ctypes.byref(ctypes.c_uint64(notif.id))):
-        return None  # the thread is gone: what was read may be another's memory
-    token = guard.tokens.pop(tid, frozenset())
-    if token is None or set(paths) & token:
-        return None
-    shown = ", ".join(repr(os.fsdecode(path)) for path in paths)
-    what = (f"native code called {name}({shown}) on the real machine (a C/Rust extension or "
-            "ctypes call below every route); it was refused with EACCES. Pass the library "
-            "a simulated file object, or a path it opens through Python's open()")
-    process.syscalls.escape(what)
-    return what
+    _tell(f"T {tid} " + " ".join(path.hex() for path in paths))

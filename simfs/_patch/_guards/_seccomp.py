@@ -17,6 +17,7 @@ from typing import Any
 # -- kernel constants (include/uapi/linux/seccomp.h, filter.h, audit.h, prctl.h) --
 PR_SET_NO_NEW_PRIVS = 38
 PR_GET_SECCOMP = 21
+PR_SET_PTRACER = 0x59616D61
 SECCOMP_SET_MODE_FILTER = 1
 SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 # A tripwire, not a sandbox: do not make the kernel add speculation barriers
@@ -52,9 +53,24 @@ SYSCALLS: dict[str, tuple[int, int | None, tuple[int, ...]]] = {
     "futimesat": (261, None, (1,)), "utimensat": (280, 88, (1,)),
     "setxattr": (188, 5, (0,)), "lsetxattr": (189, 6, (0,)),
     "removexattr": (197, 14, (0,)), "lremovexattr": (198, 15, (0,)),
+    # Calls that only look: reported so that a path under a simulated mount is
+    # refused (the supervisor lets them go on anywhere else).
+    "stat": (4, None, (0,)), "lstat": (6, None, (0,)), "newfstatat": (262, 79, (1,)),
+    "statx": (332, 291, (1,)), "access": (21, None, (0,)), "faccessat": (269, 48, (1,)),
+    "faccessat2": (439, 439, (1,)), "readlink": (89, None, (0,)),
+    "readlinkat": (267, 78, (1,)), "chdir": (80, 49, (0,)), "statfs": (137, 43, (0,)),
+    "execve": (59, 221, (0,)), "execveat": (322, 281, (1,)),
 }
-# Syscalls whose flags argument the filter checks: a read-only open is allowed in BPF.
+READING = frozenset({"stat", "lstat", "newfstatat", "statx", "access", "faccessat",
+                     "faccessat2", "readlink", "readlinkat", "chdir", "statfs", "execve",
+                     "execveat"})
+# open/openat's flags argument: the supervisor lets a read-only open go on
+# unless its path is under a simulated mount.
 FLAGS_ARG = {"open": 1, "openat": 2}
+# fstat(fd) is newfstatat(fd, "", AT_EMPTY_PATH) in glibc >= 2.33: a descriptor's
+# call, allowed in BPF (the flags argument of each).
+AT_EMPTY_PATH = 0x1000
+EMPTY_PATH_ARG = {"newfstatat": 3, "statx": 2}
 # machine -> (AUDIT_ARCH_*, seccomp(2) number).
 ARCHES = {"x86_64": (0xC000003E, 317), "aarch64": (0xC00000B7, 277)}
 GETTID = {"x86_64": 186, "aarch64": 178}
@@ -84,11 +100,11 @@ def filter_program(machine: str) -> tuple[list[tuple[int, int, int, int]], dict[
     """The BPF program for ``machine`` and the names of the syscalls it reports."""
     names: dict[int, str] = {}
     arch, _ = ARCHES[machine]
-    checked = []  # (number, flags argument or None)
+    checked = []  # (number, AT_EMPTY_PATH's argument or None)
     for name, (x86, arm, _paths) in SYSCALLS.items():
         number = x86 if machine == "x86_64" else arm
         if number is not None:
-            checked.append((number, FLAGS_ARG.get(name)))
+            checked.append((number, EMPTY_PATH_ARG.get(name)))
             names[number] = name
     program: list[tuple[int, int, int, int]] = [
         (_LD_ABS, 0, 0, 4),                 # arch
@@ -103,7 +119,7 @@ def filter_program(machine: str) -> tuple[list[tuple[int, int, int, int]], dict[
             blocks.append([(_RET, 0, 0, RET_USER_NOTIF)])
         else:
             blocks.append([(_LD_ABS, 0, 0, 16 + 8 * flags_arg),
-                           (_JSET, 0, 1, WRITE_FLAGS),
+                           (_JSET, 1, 0, AT_EMPTY_PATH),
                            (_RET, 0, 0, RET_USER_NOTIF),
                            (_RET, 0, 0, RET_ALLOW)])
     tests = len(checked)

@@ -1,0 +1,228 @@
+"""torch and pyarrow file entry points, routed through the simulation.
+
+Both libraries open a *path* in C++, below every route: inside a run,
+``torch.save(sd, "/shared/x/model.pt")`` failed with the real machine's
+``Parent directory /shared/x does not exist.`` (or wrote a real ``/shared``
+where one exists), ``torch.load(path, mmap=True)`` with the real ENOENT, and
+``pyarrow.parquet.write_table(table, path)`` likewise.  A FUSE mount of the
+host's view cannot answer torch: it holds the GIL across its ``open`` and
+``write`` (measured: a FUSE server in a thread of the caller's process
+deadlocks, ``bench/bench_processes.py``; docs/design.md, "Processes and
+native code").  So each entry point hands the library what its own code
+accepts in place of a path, opened through the simulated file layer:
+
+- ``torch.save(obj, path)`` = ``torch.save(obj, open(path, "wb"))``: the
+  library's own buffer writer (what it does itself for a non-ASCII name);
+- ``torch.load(path, mmap=True)`` = the library's own ``load`` of an
+  in-memory copy (a ``memfd``) of the bytes read through ``open``, mapped
+  private (copy-on-write), as with the real file: the data of the file when
+  it was opened, which is what close-to-open promises a reader.  A shared
+  mapping (``torch.serialization.set_default_mmap_options(MAP_SHARED)``)
+  writes through to the file, which a copy cannot: refused, loudly.
+  ``torch.load(path)`` without ``mmap`` already opens through Python;
+- ``pyarrow.parquet.ParquetWriter(path)`` (and so ``write_table``) = the
+  writer on ``open(path, "wb")``, closed by the writer's own ``close``;
+- ``pyarrow.parquet.read_table(path)`` and ``ParquetFile(path)`` = the
+  library's reader on a ``BufferReader`` of the bytes read through ``open``
+  (a Python file object would be read from Arrow's I/O threads, which are
+  not the process's); a directory (a partitioned dataset) is refused loudly;
+- ``pyarrow.feather.write_feather(df, path)`` = the writer on ``open(path,
+  "wb")``; ``read_table``/``read_feather(path)`` = the reader on a
+  ``BufferReader``, as for parquet.
+
+A path given with an explicit ``filesystem=`` goes to that filesystem, as
+the library decides.  What stays native (and unrouted): ``torch.from_file``,
+``UntypedStorage.from_file``, ``pyarrow.fs.LocalFileSystem`` used directly,
+``pyarrow.dataset``, IPC/ORC/CSV paths (docs/design.md lists them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from types import ModuleType
+from typing import Any
+
+from ..._engine._scheduler import Process, current_process
+from .._imports import when_imported
+from .._registry import escape, outside_world, patch
+
+
+def _is_path(target: object) -> bool:
+    return isinstance(target, str | bytes | os.PathLike)
+
+
+def _read_all(path: Any) -> bytes:
+    with open(path, "rb") as file:
+        data: bytes = file.read()
+    return data
+
+
+# -- torch -----------------------------------------------------------------------
+
+
+def _install_torch_serialization(serialization: ModuleType) -> None:
+    import torch
+
+    real_save = serialization.save
+    real_load = serialization.load
+
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        if current_process() is None or not _is_path(f):
+            real_save(obj, f, *args, **kwargs)
+            return None
+        with open(f, "wb") as file:
+            real_save(obj, file, *args, **kwargs)
+        return None
+
+    def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None or not _is_path(f) or not _mapped(kwargs.get("mmap")):
+            return real_load(f, *args, **kwargs)
+        import mmap as mmap_module
+
+        if serialization.get_default_mmap_options() == mmap_module.MAP_SHARED:
+            raise escape(process, f"torch.load({os.fsdecode(os.fspath(f))!r}, mmap=True) with "
+                         "set_default_mmap_options(MAP_SHARED): a shared mapping writes through "
+                         "to the file, which simfs cannot route; use the default MAP_PRIVATE "
+                         "or mmap=False")
+        return _load_copy(process, real_load, _read_all(f), args, kwargs)
+
+    patch(serialization, "save", save)
+    patch(serialization, "load", load)
+    # While torch imports, its package binds these names just after this route
+    # ran (``from torch.serialization import save, load``) and gets the routes.
+    for name in ("save", "load"):
+        if hasattr(torch, name):
+            patch(torch, name, getattr(serialization, name))
+
+
+def _mapped(mmap: object) -> bool:
+    """``load``'s ``mmap``, with None meaning the library's configured default."""
+    if mmap is None:
+        from torch.utils.serialization import config
+
+        return bool(config.load.mmap)
+    return bool(mmap)
+
+
+def _load_copy(process: Process, real_load: Any, data: bytes, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """The library's own ``load(..., mmap=True)`` of an in-memory copy of the file."""
+    memfd = -1
+    try:
+        with outside_world():
+            memfd = os.memfd_create("simfs-torch-load")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(memfd, view):]
+            return real_load(f"/proc/self/fd/{memfd}", *args, **kwargs)
+    finally:
+        if memfd >= 0:
+            with outside_world():
+                os.close(memfd)
+
+
+# -- pyarrow ---------------------------------------------------------------------
+
+
+def _install_parquet(core: ModuleType) -> None:
+    import pyarrow
+
+    writer_class = core.ParquetWriter
+    real_writer_init = writer_class.__init__
+
+    def writer_init(self: Any, where: Any, schema: Any, filesystem: Any = None,
+                    *args: Any, **kwargs: Any) -> None:
+        if current_process() is None or filesystem is not None or not _is_path(where):
+            real_writer_init(self, where, schema, filesystem, *args, **kwargs)
+            return None
+        file = open(where, "wb")  # noqa: SIM115 (closed by the writer's close())
+        try:
+            real_writer_init(self, file, schema, None, *args, **kwargs)
+        except BaseException:
+            file.close()
+            raise
+        self.where = where
+        self.file_handle = file
+        return None
+
+    patch(writer_class, "__init__", writer_init)
+
+    def source_of(process: Process, source: Any, filesystem: Any, call: str) -> Any:
+        """What to hand the reader in place of a simulated path."""
+        if filesystem is not None or not _is_path(source):
+            return source
+        if os.path.isdir(source):
+            raise escape(process, f"pyarrow.parquet.{call}({os.fsdecode(os.fspath(source))!r}) "
+                         "of a directory (a partitioned dataset) is not routed through the "
+                         "simulation; read each file with read_table(path)")
+        return pyarrow.BufferReader(_read_all(source))
+
+    real_read_table = core.read_table
+
+    def read_table(source: Any, *args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is not None:
+            source = source_of(process, source, kwargs.get("filesystem"), "read_table")
+            kwargs.pop("memory_map", None)  # a buffer is already in memory
+        return real_read_table(source, *args, **kwargs)
+
+    patch(core, "read_table", read_table)
+    file_class = core.ParquetFile
+    real_file_init = file_class.__init__
+
+    def file_init(self: Any, source: Any, *args: Any, **kwargs: Any) -> None:
+        process = current_process()
+        if process is not None:
+            source = source_of(process, source, kwargs.get("filesystem"), "ParquetFile")
+            kwargs.pop("memory_map", None)
+        real_file_init(self, source, *args, **kwargs)
+
+    patch(file_class, "__init__", file_init)
+    # pyarrow.parquet binds read_table from here after this route ran (``from
+    # .core import *``), or, imported earlier, is rebound by install()'s sweep.
+
+
+def _install_feather(feather: ModuleType) -> None:
+    import pyarrow
+
+    real_write = feather.write_feather
+
+    def write_feather(df: Any, dest: Any, *args: Any, **kwargs: Any) -> None:
+        if current_process() is None or not _is_path(dest):
+            real_write(df, dest, *args, **kwargs)
+            return None
+        with open(dest, "wb") as file:
+            try:
+                real_write(df, file, *args, **kwargs)
+            except Exception:
+                file.close()
+                with contextlib.suppress(OSError):
+                    os.remove(dest)  # as the library does for a path it could not write
+                raise
+        return None
+
+    patch(feather, "write_feather", write_feather)
+    for name in ("read_table", "read_feather"):
+        patch(feather, name, _buffered_reader(pyarrow, getattr(feather, name), name))
+
+
+def _buffered_reader(pyarrow: Any, real: Any, name: str) -> Any:
+    """``real(source, ...)`` with a simulated path read into a ``BufferReader``."""
+
+    def read(source: Any, *args: Any, **kwargs: Any) -> Any:
+        if current_process() is not None and _is_path(source):
+            source = pyarrow.BufferReader(_read_all(source))
+            kwargs.pop("memory_map", None)  # a buffer is already in memory
+        return real(source, *args, **kwargs)
+
+    read.__name__ = name
+    return read
+
+
+def install() -> None:
+    """Route each package when the program imports it (see ``_imports``)."""
+    when_imported("torch.serialization", _install_torch_serialization)
+    when_imported("pyarrow.parquet.core", _install_parquet)
+    when_imported("pyarrow.feather", _install_feather)
