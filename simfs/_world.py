@@ -392,7 +392,8 @@ class World:
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
         """
-        from ._patch import _native_guard, install, real_cwd_sentinel
+        from ._patch import install, real_cwd_sentinel
+        from ._patch._guards import _native_guard
 
         install()
         _native_guard.watch(self.export)

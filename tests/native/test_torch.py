@@ -1,4 +1,4 @@
-"""torch.save and torch.load with a path reach the simulation (simfs/_patch/_libraries/_native_ml.py).
+"""torch.save and torch.load with a path reach the simulation (_libraries/_native_ml.py).
 
 torch's C++ writer opens the path itself: without the routes,
 ``torch.save(sd, "/shared/x/model.pt")`` wrote the real directory of that
