@@ -192,3 +192,23 @@ def test_a_local_mount_that_is_no_mapping_or_a_size_of_another_type_is_a_type_er
         World().host("gpu0", local=["/scratch"])  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"a size is an int of bytes or a str"):
         World().host("gpu0", local={"/scratch": 4.0})  # type: ignore[dict-item]
+
+
+def test_a_lock_on_a_local_file_never_meets_a_lock_on_an_export_file():
+    # Locks are kept by file id; each local disk's ids are its own span,
+    # so the first file of /tmp and the first of the export never collide.
+    import fcntl
+
+    w = World(seed=1)
+    host = w.host("gpu0")
+
+    def hold(path: str) -> str:
+        with open(path, "w") as handle:
+            fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.stat(path)  # a yield while held: the other process runs
+            return "held"
+
+    first = w.spawn(host, hold, "/shared/a")
+    second = w.spawn(host, hold, "/tmp/b")
+    w.run()
+    assert (first.result(), second.result()) == ("held", "held")
