@@ -13,7 +13,7 @@ import posixpath
 import random
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._greenlets import make_scheduler
@@ -68,12 +68,9 @@ class Host:
         self.client = NfsClient(world.server_state, world.clock, options, self.kernel)
         # Its local disks (see _nfs/_localdisk.py): mount point, type, size,
         # the client over the disk's tree, and its device number.
-        self.local_disks: list[LocalMount] = []
-        for point, kind, size in local:
-            number = next(world._disk_numbers)
-            disk = LocalDisk(world.clock, world.epoch_ns, number, size)
-            self.local_disks.append(LocalMount(point, kind, size, LocalClient(disk, world.clock),
-                                               os.makedev(0, 64 + number)))
+        # Each is made when a process first uses it (most never touch /var/tmp).
+        self.local_disks = [LocalMount(world, point, kind, size, next(world._disk_numbers))
+                            for point, kind, size in local]
         self.crashed = False
         self.processes: list[Process] = []
         # The client's own writeback (DESIGN §3.5 "Writes"): delays drawn from
@@ -101,14 +98,32 @@ class Host:
         return belief(self.client, self.name, export, normalized, self.world.clock.now_ns)
 
 
-class LocalMount(NamedTuple):
+class LocalMount:
     """One local filesystem of a host: where, what, how big, and its state."""
 
-    point: str
-    kind: str
-    size: int
-    client: LocalClient
-    dev: int
+    __slots__ = ("_client", "_world", "dev", "kind", "number", "point", "size")
+
+    def __init__(self, world: World, point: str, kind: str, size: int, number: int) -> None:
+        self._world = world
+        self.point = point
+        self.kind = kind
+        self.size = size
+        self.number = number
+        self.dev = os.makedev(0, 64 + number)
+        self._client: LocalClient | None = None
+
+    @property
+    def client(self) -> LocalClient:
+        """The disk's tree and client, made at the first use."""
+        if self._client is None:
+            world = self._world
+            disk = LocalDisk(world.clock, world.epoch_ns, self.number, self.size)
+            self._client = LocalClient(disk, world.clock)
+        return self._client
+
+    def syscalls(self, host: Host, process: Process) -> Syscalls:
+        """A process's syscalls on this disk."""
+        return Syscalls(self._world, host, process, local=(self.point, self.client, self.dev))
 
 
 def _make_chooser(seed: int, chooser: Chooser | Sequence[int] | None) -> tuple[Chooser, bool]:
@@ -386,9 +401,8 @@ class World:
                      native_id: int) -> Process:
         process = Process(self.scheduler, len(self.processes), name, host, call, group,
                           parent, daemon, native_id)
-        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process), [
-            Syscalls(self, host, process, local=(disk.point, disk.client, disk.dev))
-            for disk in host.local_disks])
+        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process),
+                                  host.local_disks)
         self.processes.append(process)
         self._unsettled.append(process)
         host.processes.append(process)

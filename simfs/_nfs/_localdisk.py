@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 # Each local disk's file ids start at its own multiple of this, far above any
 # export's: locks, which the world keys by file id, never mix two files.
 FILEID_SPAN = 1 << 40
-_OPTIONS = "vers=3,noac,lookupcache=none"
+_OPTIONS = MountOptions.parse("vers=3,noac,lookupcache=none")  # frozen: one for all
 
 
 class LocalDisk(Server):
@@ -82,7 +82,7 @@ class LocalClient(NfsClient):
     """A local filesystem's view for its one host: no RPCs, caches or silly renames."""
 
     def __init__(self, disk: LocalDisk, clock: VirtualClock) -> None:
-        super().__init__(disk, clock, MountOptions.parse(_OPTIONS))
+        super().__init__(disk, clock, _OPTIONS)
         self.disk = disk
 
     def _rpc(self, name: str) -> None:

@@ -8,16 +8,17 @@ down).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
-    from .._engine._scheduler import Scheduler
+    from .._engine._scheduler import Process, Scheduler
     from .._engine._trace import Trace
     from .._errors import SimfsError
     from .._nfs._client import NfsClient
     from .._nfs._faults import FaultState
     from .._nfs._locks import LockTable
+    from ._syscalls import Syscalls
 
 
 class SyscallWorld(Protocol):
@@ -74,3 +75,16 @@ class SyscallHost(Protocol):
 
     @property
     def crashed(self) -> bool: ...
+
+
+class LocalMountSpec(Protocol):
+    """One of a host's local disks, as the mount table needs it."""
+
+    @property
+    def point(self) -> str:
+        """Where it is mounted (an absolute path)."""
+        ...
+
+    def syscalls(self, host: Any, process: Process) -> Syscalls:
+        """A process's syscalls on this disk."""
+        ...

@@ -38,6 +38,7 @@ never mtimes, so the same files give the same trace on any machine.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import posixpath
 import site
@@ -71,6 +72,7 @@ _KEPT_FLAGS = (os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_NOATIME", 0)
                | getattr(os, "O_PATH", 0))
 
 
+@functools.cache
 def installation_roots() -> tuple[str, ...]:
     """Where the interpreter and its packages are installed, each ending in "/".
 

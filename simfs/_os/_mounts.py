@@ -19,43 +19,58 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._errors import SimulationEscape, simulated_oserror
 from ._dirent import SimScandirIterator
 from ._machinefiles import MachineFile, MachineFiles, installation_roots, is_identity
+from ._syscalls import Syscalls
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
-    from ._context import SyscallHost, SyscallWorld
+    from ._context import LocalMountSpec, SyscallHost, SyscallWorld
     from ._seam import Buffer, PathArg
-    from ._syscalls import Syscalls
 
 
 class Mounts:
     """The syscalls of one simulated process, over every filesystem its host has."""
 
     def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process,
-                 export: Syscalls, local: list[Syscalls]) -> None:
+                 export: Syscalls, local: Sequence[LocalMountSpec]) -> None:
+        self._world = world
+        self._host = host
+        self._process = process
         self._export = export
         self.export = export.export
         self.export_prefix = export.export_prefix
         self._group = process.group
         self._fds = process.group.fds
-        # (mount point + "/", filesystem), longest first: /var/tmp before /var.
-        self._mounts: list[tuple[str, Syscalls]] = sorted(
-            ((fs.export_prefix, fs) for fs in (export, *local)),
-            key=lambda pair: -len(pair[0]))
-        self.machine = MachineFiles(world, host, process, self._names)
-        self._installed = installation_roots()
-        # "/" and the directories above each mount point: the host answers
-        # their stat itself (``_patch/_proc``); their listing mixes the real
-        # machine's entries with the world's mounts, and is not simulated.
-        self._above = {posixpath.dirname(prefix[:-1]) for prefix, _ in self._mounts}
-        for directory in list(self._above):
+        # [mount point + "/", filesystem]: at most one matches a path (local
+        # mounts may not nest, nor overlap the export); a local disk's
+        # syscalls are made on the process's first use of it.
+        self._mounts: list[list[Any]] = [[export.export_prefix, export]]
+        self._mounts += [[disk.point + "/", disk] for disk in local]
+        self._machine: MachineFiles | None = None
+
+    @property
+    def machine(self) -> MachineFiles:
+        """The real machine's files (made at the first use)."""
+        if self._machine is None:
+            self._machine = MachineFiles(self._world, self._host, self._process, self._names)
+        return self._machine
+
+    @property
+    def _above(self) -> set[str]:
+        """"/" and the directories above each mount point: the host answers
+        their stat itself (``_patch/_proc``); their listing mixes the real
+        machine's entries with the world's mounts, and is not simulated."""
+        above = {posixpath.dirname(prefix[:-1]) for prefix, _ in self._mounts}
+        for directory in list(above):
             while directory != "/":
                 directory = posixpath.dirname(directory)
-                self._above.add(directory)
+                above.add(directory)
+        return above
 
     def _names(self) -> str:
         return ", ".join(sorted(prefix[:-1] for prefix, _ in self._mounts))
@@ -66,13 +81,18 @@ class Mounts:
         if "/." in text or "//" in text:
             text = posixpath.normpath(text)
         probe = text + "/"
-        for prefix, filesystem in self._mounts:
-            if probe.startswith(prefix):
-                if filesystem is not self._export and probe.startswith(self._installed):
+        for mount in self._mounts:
+            if probe.startswith(mount[0]):
+                filesystem = mount[1]
+                if filesystem is self._export:
+                    return filesystem
+                if probe.startswith(installation_roots()):
                     # The interpreter and its packages, even under a local disk's
                     # mount point (this machine's is under /root/.pyenv).
                     return self.machine
-                return filesystem
+                if not isinstance(filesystem, Syscalls):
+                    filesystem = mount[1] = filesystem.syscalls(self._host, self._process)
+                return filesystem  # type: ignore[no-any-return]
         return self.machine
 
     def _of(self, path: Any, dir_fd: int | None = None) -> Syscalls | MachineFiles:

@@ -170,3 +170,12 @@ def test_two_worlds_that_read_the_same_machine_files_have_the_same_trace():
 def test_a_failure_inside_reading_a_machine_file_names_the_process():
     with pytest.raises(ProcessFailed, match="IsADirectoryError"):
         _run(lambda: open(HERE.parent).read())
+
+
+def test_a_process_that_enters_a_machine_directory_reads_relative_paths_there():
+    def enter() -> tuple[str, bytes]:
+        os.chdir(HERE.parent)
+        with open(HERE.name, "rb") as handle:
+            return os.getcwd(), handle.read()
+
+    assert _run(enter)[1] == (str(HERE.parent), HERE.read_bytes())
