@@ -87,6 +87,31 @@ def installation_roots() -> tuple[str, ...]:
     return tuple(sorted(root.rstrip("/") + "/" for root in roots))
 
 
+# The working directory of the test process when simfs was imported: the
+# project, whose own files a program reads (its sources, test data).
+_PROJECT = os.getcwd()
+
+
+@functools.cache
+def _named_roots() -> tuple[tuple[str, str], ...]:
+    """(root + "/", its name in the trace), longest first."""
+    roots = {sys.base_prefix: "{base_prefix}", sys.base_exec_prefix: "{base_prefix}",
+             sys.prefix: "{prefix}", sys.exec_prefix: "{prefix}", _PROJECT: "{project}"}
+    pairs = {(root.rstrip("/") + "/", name) for root, name in roots.items() if root != "/"}
+    return tuple(sorted(pairs, key=lambda pair: -len(pair[0])))
+
+
+def portable(text: str) -> str:
+    """``text`` as the trace shows it: under the interpreter's installation or
+    the project, named by that root (``{prefix}/lib/...``), so that the same
+    program reading the same files gives the same trace wherever Python and
+    the checkout are installed."""
+    for root, name in _named_roots():
+        if text.startswith(root):
+            return name + text[len(root) - 1:]
+    return text
+
+
 def is_identity(text: str) -> bool:
     """Whether a normalised absolute path names the real machine or its users."""
     return text in _IDENTITY_FILES or any(text == tree or text.startswith(tree + "/")
@@ -161,6 +186,7 @@ class MachineFiles:
 
     def _event(self, op: str, shown: str, outcome: str) -> None:
         process = self._process
+        shown = portable(shown)
         process.last_call = (op, shown)
         self._world.trace.record(self._world.clock.now_ns, self._host.name, process.name,
                                  op, shown, outcome)

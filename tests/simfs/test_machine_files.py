@@ -179,3 +179,17 @@ def test_a_process_that_enters_a_machine_directory_reads_relative_paths_there():
             return os.getcwd(), handle.read()
 
     assert _run(enter)[1] == (str(HERE.parent), HERE.read_bytes())
+
+
+def test_the_trace_names_the_interpreters_and_the_projects_files_by_their_root():
+    # The same program reading the same files gives the same trace wherever
+    # Python and the checkout live (this machine's Python is /root/.pyenv/...).
+    def read() -> None:
+        argparse.ArgumentParser()
+        os.stat(__file__)
+
+    w, _ = _run(read)
+    shown = [event.path for event in w.trace.select(process="trainer") if event.op == "stat"]
+    assert shown and all(path.startswith(("{base_prefix}/", "{prefix}/", "{project}/"))
+                         for path in shown)
+    assert f"{{project}}/{HERE.relative_to(Path.cwd())}" in shown
