@@ -103,15 +103,15 @@ class SimScandirIterator:
         self.close()
 
 
-def stat_result(attrs: Attrs, dev: int) -> os.stat_result:
-    """An ``os.stat_result`` for simulated attributes."""
+def stat_result(attrs: Attrs, dev: int, blksize: int = 0) -> os.stat_result:
+    """An ``os.stat_result`` for simulated attributes (``blksize`` 0: an NFS mount's)."""
     ns = 1_000_000_000
     return os.stat_result((
         attrs.mode, attrs.fileid, dev, attrs.nlink, attrs.uid, attrs.gid, attrs.size,
         attrs.atime_ns // ns, attrs.mtime_ns // ns, attrs.ctime_ns // ns,
         attrs.atime_ns / ns, attrs.mtime_ns / ns, attrs.ctime_ns / ns,
         attrs.atime_ns, attrs.mtime_ns, attrs.ctime_ns,
-        _NFS_BLKSIZE, attrs.used // 512, 0,
+        blksize or _NFS_BLKSIZE, attrs.used // 512, 0,
     ))
 
 

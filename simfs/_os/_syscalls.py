@@ -356,7 +356,8 @@ class Syscalls(FileCalls, DirectoryCalls):
         return fd in self._fds
 
     def _stat(self, attrs: Attrs) -> os.stat_result:
-        return stat_result(attrs, self._dev)
+        # A local disk's st_blksize is its 4 KiB block (ext4, tmpfs); NFS's the wsize.
+        return stat_result(attrs, self._dev, 0 if self._mount_ref is None else 4096)
 
     # -- metadata ---------------------------------------------------------------
 

@@ -54,18 +54,20 @@ def test_a_file_in_one_hosts_tmp_is_not_seen_by_another_host():
 
 
 def test_the_local_disks_are_in_the_hosts_proc_mounts_with_their_own_statvfs():
-    def look() -> tuple[list[str], tuple[int, int], tuple[int, int]]:
+    def look() -> tuple[list[str], tuple[int, int, int], tuple[int, int, int]]:
         lines = Path("/proc/mounts").read_text().splitlines()
-        scratch = os.statvfs("/scratch")
-        shared = os.statvfs("/shared")
+        Path("/scratch/x").write_bytes(b"x")
+        Path("/shared/x").write_bytes(b"x")
+        scratch, shared = os.statvfs("/scratch"), os.statvfs("/shared")
         return ([" ".join(line.split()[1:3]) for line in lines],
-                (scratch.f_frsize, scratch.f_blocks), (shared.f_frsize, shared.f_blocks))
+                (scratch.f_frsize, scratch.f_blocks, os.stat("/scratch/x").st_blksize),
+                (shared.f_frsize, shared.f_blocks, os.stat("/shared/x").st_blksize))
 
     mounts, scratch, shared = _run(look, local={"/scratch": "4GiB"})[1]
     assert mounts == ["/ ext4", "/proc proc", "/shared nfs", "/tmp tmpfs", "/var/tmp ext4",
                       "/root ext4", "/scratch ext4"]
-    assert scratch == (4096, (4 << 30) // 4096)
-    assert shared == (1 << 20, (1 << 40) >> 20)
+    assert scratch == (4096, (4 << 30) // 4096, 4096)
+    assert shared == (1 << 20, (1 << 40) >> 20, 1 << 20)
 
 
 @pytest.mark.parametrize("name", ["rename", "link"])
