@@ -63,7 +63,11 @@ class SyscallSeam(Protocol):
         ...
 
     def cached_absent(self, path: str) -> bool:
-        """Whether a stat of ``path`` is "absent" from the caches (then made here)."""
+        """Whether a stat of ``path`` is "absent" from the caches (then made here).
+
+        Only for a str under the export (its prefix, no ``..``): the export's
+        own method answers it, with no mount table in between.
+        """
         ...
 
     def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None,
