@@ -142,6 +142,7 @@ class MachineFile(OpenFile):
                          is_dir=is_dir, ofd_id=ofd_id)
         self.real_fd = real_fd
         self.identity = identity
+        self.mount: Any = None  # MachineFiles.open sets it: its calls go there
 
 
 def _outcome(result: object) -> str:
@@ -366,6 +367,7 @@ class MachineFiles:
             is_dir = (found.st_mode & 0o170000) == 0o040000
             open_file = MachineFile(real_fd, text, _identity(found), is_dir,
                                     self._world._next_ofd_id())
+            open_file.mount = self
             fd = allocate_fd(self._fds, open_file)
             return fd
 
