@@ -8,7 +8,7 @@ down).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .._nfs._faults import FaultState
     from .._nfs._locks import LockTable
     from .._nfs._mount import MountOptions
+    from ._syscalls import Syscalls
 
 
 class SyscallWorld(Protocol):
@@ -105,4 +106,32 @@ class SyscallHost(Protocol):
     @property
     def processes(self) -> list[Process]:
         """Every process and thread that ran on the host, in spawn order."""
+        ...
+
+
+class LocalMountSpec(Protocol):
+    """One of a host's local disks, as the mount table and /proc/mounts need it."""
+
+    @property
+    def point(self) -> str:
+        """Where it is mounted (an absolute path)."""
+        ...
+
+    @property
+    def kind(self) -> str:
+        """Its filesystem type, as /proc/mounts names it ("tmpfs", "ext4")."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """Its size in bytes."""
+        ...
+
+    @property
+    def dev(self) -> int:
+        """Its device number (st_dev)."""
+        ...
+
+    def syscalls(self, host: Any, process: Process) -> Syscalls:
+        """A process's syscalls on this disk."""
         ...

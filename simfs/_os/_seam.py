@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .._engine._scheduler import Process
     from .._errors import SimulationEscape
     from .._nfs._mount import MountOptions
+    from ._context import LocalMountSpec
     from ._dirent import SimScandirIterator
 
 PathArg = str | bytes | os.PathLike[str] | os.PathLike[bytes]
@@ -37,6 +38,10 @@ class SyscallSeam(Protocol):
     @property
     def export_prefix(self) -> str:
         """``export + "/"``: every path under the export starts with it."""
+        ...
+
+    def machine_readable(self, path: object) -> bool:
+        """Whether a real read of ``path`` reads the machine's own files (read-only)."""
         ...
 
     def owns_fd(self, fd: int) -> bool:
@@ -83,6 +88,11 @@ class SyscallSeam(Protocol):
         ...
 
     @property
+    def local_disks(self) -> tuple[LocalMountSpec, ...]:
+        """The host's local disks (``/tmp``, ``/var/tmp``, home, scratch mounts)."""
+        ...
+
+    @property
     def host_processes(self) -> list[Process]:
         """Every process and thread of the process's host, in spawn order."""
         ...
@@ -123,7 +133,11 @@ class SyscallSeam(Protocol):
         ...
 
     def cached_absent(self, path: str) -> bool:
-        """Whether a stat of ``path`` is "absent" from the caches (then made here)."""
+        """Whether a stat of ``path`` is "absent" from the caches (then made here).
+
+        Only for a str under the export (its prefix, no ``..``): the export's
+        own method answers it, with no mount table in between.
+        """
         ...
 
     def access(self, path: PathArg, mode: int, *, dir_fd: int | None = None,
@@ -273,6 +287,10 @@ class SyscallSeam(Protocol):
 
     def advise(self, fd: int, advice: int) -> None:
         """os.posix_fadvise with an access-pattern hint."""
+        ...
+
+    def close_all(self) -> int:
+        """Process exit: the kernel closes every descriptor (no trace, no yield)."""
         ...
 
     def held_fds(self) -> list[int]:
