@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from ._replay import CURRENT_TEST, CallRecord, ReplayTokenError, decode_token
-from ._replay import world_from_token as _world_from_token
+from ._replay import CURRENT_TEST, CallRecord, ReplayTokenError, decode_token, token_test
 from ._world import World
 
 TRACE_LINES = 20
@@ -31,7 +30,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="seed of every `world` fixture (default: derived from the test id)")
     group.addoption("--simfs-replay", default=None, metavar="TOKEN",
                     help="rebuild the world of a reported failure from its replay token "
-                         "and run the test once on it")
+                         "and run the test it belongs to once on it (other tests run as "
+                         "usual)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -41,6 +41,21 @@ def pytest_configure(config: pytest.Config) -> None:
             decode_token(token)
         except ReplayTokenError as error:
             raise pytest.UsageError(f"--simfs-replay: {error}") from None
+    seed = config.getoption("--simfs-seed")
+    if seed is not None and seed < 0:
+        raise pytest.UsageError(f"--simfs-seed {seed}: allowed: an int >= 0")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """A replay token whose test this session will not run is refused, naming that test."""
+    token = session.config.getoption("--simfs-replay")
+    if token is None:
+        return
+    owner = token_test(token)
+    if owner is not None and all(item.nodeid != owner for item in session.items):
+        raise pytest.UsageError(
+            f"--simfs-replay: the token belongs to {owner}, which this session does not "
+            f"run; run: pytest {shlex.quote(owner)} --simfs-replay {token}")
 
 
 def seed_for(nodeid: str) -> int:
@@ -54,7 +69,13 @@ def seed_for(nodeid: str) -> int:
 def _record(item: pytest.Item) -> CallRecord:
     record = item.stash.get(_RECORD, None)
     if record is None:
-        record = CallRecord(replay=item.config.getoption("--simfs-replay"))
+        token = item.config.getoption("--simfs-replay")
+        # A token applies to the test it names (one made outside pytest, to
+        # any explored test: its hosts are checked against the test's).
+        if token is not None and token_test(token) not in (None, item.nodeid):
+            token = None
+        record = CallRecord(replay=token, nodeid=item.nodeid,
+                            seed=item.config.getoption("--simfs-seed"))
         item.stash[_RECORD] = record
     return record
 
@@ -64,16 +85,14 @@ def world(request: pytest.FixtureRequest) -> Iterator[World]:
     """A fresh ``simfs.World`` for this test, closed after it.
 
     Its seed is ``--simfs-seed`` if given, else derived from the test's node
-    id; with ``--simfs-replay TOKEN`` it is the reported world, schedule and
-    all.
+    id (a failure's report names the seed to replay it with).  It has no
+    hosts: the test adds them with ``world.host()``, so what it does to
+    ``world.server`` before that is older than every mount (replay tokens
+    are for ``explore``'s worlds, never this fixture's).
     """
     record = _record(request.node)
-    if record.replay is not None:
-        made = _world_from_token(record.replay)
-    else:
-        seed = request.config.getoption("--simfs-seed")
-        made = World(seed_for(request.node.nodeid) if seed is None else seed)
-    record.worlds.append((made, "" if record.replay is None else record.replay))
+    made = World(seed_for(request.node.nodeid) if record.seed is None else record.seed)
+    record.worlds.append((made, ""))
     try:
         yield made
     finally:
