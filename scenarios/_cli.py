@@ -37,7 +37,8 @@ exit status:
 
 # -- argument types: each names the bad value and what is allowed -------------------
 
-def _seed(text: str) -> int:
+def seed_argument(text: str) -> int:
+    """A seed on any command line: an int >= 0, as ``World(seed=)`` takes."""
     try:
         value = int(text)
     except ValueError:
@@ -110,7 +111,7 @@ def _with_fidelity() -> list[str]:
 def _add_run_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--trials", type=_trials, default=None,
                          help="trials per group (scenarios that have trials)")
-    command.add_argument("--seed", type=_seed, default=0,
+    command.add_argument("--seed", type=seed_argument, default=0,
                          help="seed of the run, an int >= 0 (default 0)")
     command.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                          help="override a scenario parameter (repeatable; see below)")

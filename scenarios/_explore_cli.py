@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from ._base import ScenarioError
+from ._cli import seed_argument
 from ._explore import Failure, SearchState, exploration_of, explore, format_example, replay
 
 _BUDGET = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -29,12 +30,12 @@ def add_commands(commands: Any) -> None:
     explore_cmd.add_argument("name", help="a scenario name")
     explore_cmd.add_argument("--variant", action="append", default=None,
                              help="a variant to explore (repeatable; default: all)")
-    explore_cmd.add_argument("--examples", type=int, default=None, metavar="N",
+    explore_cmd.add_argument("--examples", type=_examples, default=None, metavar="N",
                              help="examples per variant for the whole campaign (default 200, "
                                   "or unbounded with --budget)")
     explore_cmd.add_argument("--budget", default=None, metavar="TIME",
                              help="wall-clock budget per variant, e.g. 60s, 10m, 1h")
-    explore_cmd.add_argument("--seed", type=int, default=0,
+    explore_cmd.add_argument("--seed", type=seed_argument, default=0,
                              help="seed of the search (default 0: the same search each time)")
     explore_cmd.add_argument("--shard", default="0/1", metavar="I/N",
                              help="run shard I of N (0-based) of the campaign (default 0/1)")
@@ -44,6 +45,16 @@ def add_commands(commands: Any) -> None:
     replay_cmd = commands.add_parser(
         "replay", help="run a reported example again from its replay token")
     replay_cmd.add_argument("token", help="the token an explore failure printed")
+
+
+def _examples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--examples {text}: allowed: an int >= 1")
+    return value
 
 
 def run_command(args: argparse.Namespace) -> int:

@@ -193,7 +193,10 @@ class World:
                  env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE
                  ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, not {seed!r}")
+            raise TypeError(f"seed must be an int >= 0, not {seed!r}")
+        if seed < 0:
+            # One rule for seeds everywhere: scenarios' --seed, --simfs-seed.
+            raise ValueError(f"seed must be an int >= 0, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
             raise ValueError(f"export must be an absolute path like '/shared', not {export!r}")
         if faults is not None and not isinstance(faults, FaultPlan):
@@ -257,10 +260,14 @@ class World:
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
+            TypeError: ``mount`` is not a str.
             UnknownKernel: ``kernel`` is not a release simfs has measured.
             ValueError: the name is empty or already taken.
         """
         profile = kernel_profile(kernel)
+        if not isinstance(mount, str):
+            raise TypeError(f"mount must be nfs(5) options as a str, e.g. mount='vers=3' "
+                            f"(Linux's defaults), not {mount!r}")
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"host name must be a non-empty word, not {name!r}")
         if name in self.hosts:

@@ -31,6 +31,8 @@ BAD_INPUTS = [
     (["run", "refit", "--trials", "2"], "scenario 'refit' takes no --trials"),
     (["run", "handshake", "--seed", "-1"], "--seed -1: allowed: an int >= 0"),
     (["run", "handshake", "--seed", "one"], "--seed 'one': allowed: an int >= 0"),
+    (["explore", "refit", "--seed", "-1"], "--seed -1: allowed: an int >= 0"),
+    (["explore", "refit", "--examples", "0"], "--examples 0: allowed: an int >= 1"),
     (["run", "handshake", "--trials", "1.5"], "--trials 1.5: allowed: an int >= 1"),
     (["run", "handshake", "--rpc-latency", "nan"],
      "--rpc-latency nan: allowed: a finite number of seconds >= 0"),
