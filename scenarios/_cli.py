@@ -18,10 +18,18 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from simfs import SimfsError
+from simfs import ProcessFailed, SimfsError
 
 from . import SCENARIOS, get
-from ._base import Backend, Scenario, ScenarioError, ScenarioResult, dump_json, format_table
+from ._base import (
+    Backend,
+    BackendFailed,
+    Scenario,
+    ScenarioError,
+    ScenarioResult,
+    dump_json,
+    format_table,
+)
 from ._progress import ProgressLine
 
 BACKENDS = ("sim", "real", "compose")
@@ -213,8 +221,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ScenarioError as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_USAGE
+        except ProcessFailed as error:
+            # Its own message ends in a hint for World.run's callers
+            # (run(check=False)), which a command-line user cannot act on.
+            named = "; ".join(f"process {name!r} on host {host!r} raised "
+                              f"{type(raised).__name__}: {raised}"
+                              for name, host, raised in error.failures)
+            print(f"error: the simulation failed: {named}", file=sys.stderr)
+            return EXIT_FAILED
         except SimfsError as error:
             print(f"error: the simulation failed: {error}", file=sys.stderr)
+            return EXIT_FAILED
+        except BackendFailed as error:
+            print(f"error: the {args.backend if 'backend' in args else 'real'} backend "
+                  f"failed: {error}", file=sys.stderr)
             return EXIT_FAILED
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)

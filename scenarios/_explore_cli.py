@@ -10,8 +10,10 @@ schedule, and prints the same trace digest.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -89,6 +91,28 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def check_database(path: str) -> None:
+    """Refuse a --database directory the campaign could not write, before it runs.
+
+    Hypothesis writes its database lazily and ignores a failure to, so a
+    campaign's findings would be lost without a word.  The directory is
+    made if missing (as Hypothesis would) and a file written and removed.
+
+    Raises:
+        ScenarioError: naming the path and why it cannot be written.
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ScenarioError(f"--database {path!r} is a file; allowed: a directory "
+                            "(shared by every shard)")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".simfs-write-check-"):
+            pass
+    except OSError as error:
+        raise ScenarioError(f"--database {path!r} cannot be written: "
+                            f"{error.strerror or error}") from None
+
+
 def _explore(args: argparse.Namespace) -> int:
     from . import get
 
@@ -100,6 +124,8 @@ def _explore(args: argparse.Namespace) -> int:
     examples = args.examples if args.examples is not None else (
         10**9 if budget is not None else 200)
     shard, shards = parse_shard(args.shard)
+    if args.database is not None:
+        check_database(args.database)
     live = sys.stdout.isatty()
     found = 0
     for variant in variants:
