@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+import sys
 from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
 
+from ._failure import describe, replay_line
 from ._replay import CURRENT_TEST, CallRecord, ReplayTokenError, decode_token, token_test
 from ._world import World
 
-TRACE_LINES = 20
 _RECORD = pytest.StashKey[CallRecord]()
 
 
@@ -28,6 +29,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("simfs", "simfs: deterministic NFS simulation")
     group.addoption("--simfs-seed", type=int, default=None, metavar="SEED",
                     help="seed of every `world` fixture (default: derived from the test id)")
+    group.addoption("--simfs-full-trace", action="store_true", default=False,
+                    help="failure reports list every trace event and show simfs's own "
+                         "frames in tracebacks")
     group.addoption("--simfs-replay", default=None, metavar="TOKEN",
                     help="rebuild the world of a reported failure from its replay token "
                          "and run the test it belongs to once on it (other tests run as "
@@ -75,7 +79,8 @@ def _record(item: pytest.Item) -> CallRecord:
         if token is not None and token_test(token) not in (None, item.nodeid):
             token = None
         record = CallRecord(replay=token, nodeid=item.nodeid,
-                            seed=item.config.getoption("--simfs-seed"))
+                            seed=item.config.getoption("--simfs-seed"),
+                            full_trace=item.config.getoption("--simfs-full-trace"))
         item.stash[_RECORD] = record
     return record
 
@@ -112,28 +117,53 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item,
                               call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-    report = yield
     record = item.stash.get(_RECORD, None)
-    if record is not None and report.failed and call.when == "call" and record.worlds:
-        world, token = record.worlds[-1]
-        report.sections.append(("simfs", describe_failure(item.nodeid, world, token)))
+    ours = record is not None and call.when == "call" and call.excinfo is not None \
+        and bool(record.worlds)
+    hidden = _hide_simfs_frames(call.excinfo.value if call.excinfo else None) \
+        if ours and not item.config.getoption("--simfs-full-trace") else []
+    try:
+        report = yield
+    finally:
+        for namespace in hidden:
+            namespace.pop("__tracebackhide__", None)
+    if ours and report.failed and record is not None:
+        report.sections.append(("simfs", _section(item.nodeid, record, call)))
     return report
 
 
-def describe_failure(nodeid: str, world: World, token: str = "") -> str:
-    """The report section: seed, hosts and mounts, the trace's tail, how to replay."""
-    lines = [f"seed: {world.seed}   virtual time: {world.now:.6f} s   "
-             f"schedule choices: {len(world.choices)}", "hosts:"]
-    width = max((len(name) for name in world.hosts), default=4)
-    for name, host in world.hosts.items():
-        state = "  (crashed)" if host.crashed else ""
-        lines.append(f"  {name:<{width}}  mount {host.mount!r}{state}")
-    if world.plan.rules or world.plan.close_delays or world.plan.crashes:
-        lines.append(f"faults: {world.plan!r}")
-    tail = world.trace.format(limit=TRACE_LINES)
-    lines.append(f"last {TRACE_LINES} trace events:" if tail else "trace: empty")
-    lines.extend("  " + line for line in tail.splitlines())
-    # A fixture's world replays from its seed; an explored one from its token.
-    how = f"--simfs-replay {token}" if token else f"--simfs-seed {world.seed}"
-    lines.append(f"replay: pytest {shlex.quote(nodeid)} {how}")
-    return "\n".join(lines)
+def _hide_simfs_frames(error: BaseException | None) -> list[dict[str, Any]]:
+    """Mark simfs's frames hidden while pytest formats the failure.
+
+    pytest drops a frame whose globals hold ``__tracebackhide__``: every
+    loaded simfs module is marked, and the signature proxy Hypothesis puts
+    around ``explore``'s example (its globals say
+    ``__hypothesistracebackhide__``).  Returns the namespaces marked, to
+    unmark after; ``--simfs-full-trace`` shows them all.
+    """
+    namespaces = [vars(module) for name, module in list(sys.modules.items())
+                  if module is not None and (name == "simfs" or name.startswith("simfs."))]
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        tb = error.__traceback__
+        while tb is not None:
+            if tb.tb_frame.f_globals.get("__hypothesistracebackhide__"):
+                namespaces.append(tb.tb_frame.f_globals)
+            tb = tb.tb_next
+        error = error.__cause__ or error.__context__
+    marked = []
+    for namespace in namespaces:
+        if "__tracebackhide__" not in namespace:
+            namespace["__tracebackhide__"] = True
+            marked.append(namespace)
+    return marked
+
+
+def _section(nodeid: str, record: CallRecord, call: pytest.CallInfo[None]) -> str:
+    world, token = record.worlds[-1]
+    if token and record.report is not None:
+        return record.report  # explore wrote it before the world closed
+    error = call.excinfo.value if call.excinfo is not None else None
+    return describe(world, error, replay_line(nodeid, world, token), full=record.full_trace)
+

@@ -184,6 +184,8 @@ class CallRecord:
     worlds: list[tuple[World, str]] = field(default_factory=list)
     nodeid: str | None = None  # the test's pytest node id, written into its tokens
     seed: int | None = None  # --simfs-seed: every explored example's seed
+    full_trace: bool = False  # --simfs-full-trace: the report lists every event
+    report: str | None = None  # the last failure's report, written before its world closed
 
 
 CURRENT_TEST: ContextVar[CallRecord | None] = ContextVar("simfs_current_test", default=None)

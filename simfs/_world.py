@@ -246,6 +246,8 @@ class World:
         merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
         # Each OS process's environment and limits, by pid (see _machine).
         self.environments: dict[int, ProcessEnvironment] = {}
+        # (host, process) -> what explain() said when that process failed.
+        self.failure_context: dict[tuple[str, str], list[str]] = {}
 
     # -- building ---------------------------------------------------------------
 
@@ -517,6 +519,14 @@ class World:
         outcome = "ok" if error is None else type(error).__name__
         self.trace.record(self.clock.now_ns, process.host.name, process.name, "exit", "",
                           outcome)
+        if error is not None and not isinstance(error, (HostCrashed, ProcessNotFinished)):
+            # What the caches and the export held at the failing instant, for
+            # the failure report: by the end of the run they may have moved on
+            # (a silly-renamed file gone with its last close).
+            from ._failure import snapshot
+
+            self.failure_context[(process.host.name, process.name)] = snapshot(
+                self, process.host.name, process.name, error)
         group = process.group
         if process in group.live_threads:
             group.live_threads.remove(process)

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from .._failure import describe, replay_line
 from .._nfs._faults import FaultPlan
 from .._nfs._mount import MountOptions
 from .._replay import CURRENT_TEST, world_from_token, world_token
@@ -237,7 +238,7 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
             __tracebackhide__ = True
             try:
                 test(*args, world=world, **kwargs)
-            except BaseException:
+            except BaseException as error:
                 record = CURRENT_TEST.get()
                 token = world_token(world, built_hosts,
                                     test=None if record is None else record.nodeid)
@@ -245,6 +246,11 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
                     note(f"simfs schedule: {world.choices}; replay token: {token}")
                 if record is not None:
                     record.worlds.append((world, token))
+                    # Now, while the world's descriptors and caches are as the
+                    # failure left them: close() runs every process out.
+                    record.report = describe(
+                        world, error, replay_line(record.nodeid or test.__name__, world, token),
+                        full=record.full_trace)
                 raise
             finally:
                 world.close()

@@ -63,20 +63,85 @@ def test_simfs_seed_sets_the_seed_of_every_world_fixture(pytester):
     result.stdout.fnmatch_lines(["*SEED 7*"])
 
 
-def test_a_failure_reports_the_seed_the_mounts_the_trace_tail_and_a_replay_command(pytester):
+def test_a_failure_in_the_test_body_reports_the_seed_the_mounts_the_trace_tail_and_replay(
+        pytester):
     pytester.makepyfile(test_fixture=FIXTURE_TESTS)
     result = pytester.runpytest("-k", "test_fails")
     result.assert_outcomes(failed=1)
     seed = seed_for("test_fixture.py::test_fails")
     result.stdout.fnmatch_lines([
         "*- simfs -*",
-        f"seed: {seed}   virtual time: 0.000000 s*",
-        "hosts:",
-        "  trainer  mount 'vers=3,acdirmin=3,acdirmax=3'",
-        "last 20 trace events:",
+        "no simulated process failed; the test itself did, at 0.000000 s (virtual)",
+        f"seed {seed}; hosts: trainer 'vers=3,acdirmin=3,acdirmax=3'",
+        "the trace's last 10 events:",
         "*trainer*make_checkpoint*mkdir /shared/ckpt -> ok*",
         f"replay: pytest test_fixture.py::test_fails --simfs-seed {seed}",
+        "(every trace event: --simfs-full-trace)",
     ])
+
+
+ENOTEMPTY_TESTS = """
+import os, shutil, time
+
+def save():
+    os.makedirs("/shared/ckpt/1")
+    with open("/shared/ckpt/1/weights", "w") as f:
+        f.write("w")
+
+def evaluate():
+    with open("/shared/ckpt/1/weights") as f:
+        time.sleep(10)
+
+def prune():
+    time.sleep(3)
+    shutil.rmtree("/shared/ckpt/1")
+
+def watch():
+    for _ in range(600):
+        os.path.exists("/shared/ckpt/latest")
+        time.sleep(1)
+
+def test_prune(world):
+    world.spawn(world.host("a"), save)
+    world.host("b")
+    world.run()
+    world.spawn("a", evaluate)
+    world.spawn("a", prune)
+    world.spawn("b", watch)
+    world.run()
+"""
+
+
+def test_a_process_failure_reports_that_process_at_its_failing_instant_and_the_nfs_holder(
+        pytester):
+    # The report showed the last 20 events of the run (b's polls at 591-600 s),
+    # not the rmtree that failed at 3 s, and no word of the .nfs file.
+    pytester.makepyfile(test_prune=ENOTEMPTY_TESTS)
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    section = result.stdout.str().split("- simfs -")[1]
+    lines = section.splitlines()
+    assert lines[1:3] == [
+        "failed: process 'prune' on host 'a' (mount 'vers=3', kernel 6.1)",
+        "  OSError: [Errno 39] Directory not empty: '/shared/ckpt/1'"]
+    assert "'prune' on a, up to 3.000000 s:" in lines
+    assert any("rmdir /shared/ckpt/1 -> ENOTEMPTY" in line for line in lines)
+    assert not any("watch" in line for line in lines)  # b's polls are not the failure
+    assert "/shared/ckpt/1 at 3.000 s: server says present" in lines
+    holder = [line for line in lines if "/shared/ckpt/1/.nfs" in line]
+    assert len(holder) == 1 and "held open on host 'a'" in holder[0], section
+    # simfs's own frames are hidden from the traceback; the user's are not.
+    output = result.stdout.str()
+    assert "simfs/_" not in output.split("- simfs -")[0]
+    assert "def prune():" in output
+
+
+def test_simfs_full_trace_shows_every_event_and_simfs_frames(pytester):
+    pytester.makepyfile(test_prune=ENOTEMPTY_TESTS)
+    result = pytester.runpytest("--simfs-full-trace")
+    output = result.stdout.str()
+    assert "full trace (" in output and "watch" in output.split("- simfs -")[1]
+    assert "simfs/_world.py" in output.split("- simfs -")[0]
 
 
 def _replay_token(output):
