@@ -288,8 +288,14 @@ class NfsClient(DirectoryOps, PageCacheOps):
             except OSError as error:
                 self._server_error(fileid, error)
                 raise
+            cached = self.attrs.get(fileid)
+            changed = cached is not None and cached.attrs.change != fresh.change
             self._update(fileid, fresh)
-            self.access[fileid] = fresh.mode
+            if not changed:
+                self.access[fileid] = fresh.mode
+            # else: the change left NFS_INO_INVALID_ACCESS set (nfs_update_inode),
+            # so the entry nfs_access_add_cache adds is zapped at the next
+            # check (nfs_access_get_cached_locked): another ACCESS then.
 
     # -- file data (the page cache itself is _pagecache.PageCacheOps) -----------
 

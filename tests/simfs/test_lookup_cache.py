@@ -249,3 +249,22 @@ def test_lookupcache_positive_believes_nothing_it_cached_as_absent():
     world.run()
     assert b.belief(MARKER).believes == "unknown"
     assert "never trusts a negative entry" in b.belief(MARKER).because
+
+
+def test_an_access_reply_that_shows_a_change_is_not_cached_so_the_next_walk_asks_again():
+    # nfs_do_access: the reply's attributes go through nfs_refresh_inode
+    # first, whose nfs_update_inode sets NFS_INO_INVALID_ACCESS on a change;
+    # the entry nfs_access_add_cache then adds is zapped at the next check
+    # (nfs_access_get_cached_locked), which sends ACCESS again.  b mounted
+    # before /shared/d was made, so its first ACCESS on /shared shows that.
+    def looks():
+        for _ in range(3):
+            os.path.exists("/shared/d/x")
+            posix.sleep(POLL)
+
+    world, _, b = two_hosts()
+    world.server.mkdir("/shared/d")
+    world.spawn(b, looks)
+    world.run()
+    assert [event.rpcs for event in world.trace.select(host="b", op="stat")] == [
+        ("ACCESS", "LOOKUP", "ACCESS", "LOOKUP"), ("ACCESS",), ()]
