@@ -369,16 +369,22 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("--report needs one scenario on the simulation (--backend sim), "
                             f"not {args.name!r} on {args.backend!r}")
     backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None)
-    progress = ProgressLine.for_stderr(args.quiet)
+    progress_line = ProgressLine.for_stderr(args.quiet)
+    progress: Any = progress_line
+    if args.report is not None:
+        from ._report import RecordingSimBackend
+
+        assert isinstance(backend, RecordingSimBackend)
+        progress = backend.noting(progress_line)
     results: list[ScenarioResult] = []
     failed = False
     for index, (scenario_class, values) in enumerate(zip(classes, params)):
         scenario = scenario_class()
-        progress.prefix = f"[{index + 1}/{len(classes)}] " if len(classes) > 1 else ""
+        progress_line.prefix = f"[{index + 1}/{len(classes)}] " if len(classes) > 1 else ""
         started = time.perf_counter()
         result = scenario.run(backend, args.seed, values, progress)
         elapsed = time.perf_counter() - started
-        progress.finish()
+        progress_line.finish()
         results.append(result)
         print(scenario.table(result))
         problems = scenario.check(result)

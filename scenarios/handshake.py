@@ -226,8 +226,8 @@ class Handshake(Scenario):
         groups = [(variant.name, layout, direction) for variant in self.variants
                   for layout in LAYOUTS for direction in DIRECTIONS]
         for index, (method, layout, direction) in enumerate(groups):
-            progress(f"handshake: group {index + 1}/{len(groups)} "
-                     f"({method}, {layout}, {direction}), {params['trials']} trials")
+            progress(f"handshake: group {index + 1}/{len(groups)}: variant {method}, "
+                     f"layout {layout}, direction {direction}, {params['trials']} trials")
             delays, timed_out, ops_per_poll, digest = self._run_group(
                 backend, seed, index, method, layout, direction, params)
             digests.append(digest)

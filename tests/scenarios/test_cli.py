@@ -178,7 +178,14 @@ def test_report_writes_one_html_file_with_a_swimlane_per_path(tmp_path, capsys):
               if rect.get("class") == "stall"]
     # The first group is the bare exists() poller: its stall is drawn, with its rule.
     assert stalls and any("negative dentry" in rect[0].text for rect in stalls)
-    assert f"report: {out} (" in capsys.readouterr().err
+    # What was recorded, named (it did not say which variant, layout or direction).
+    assert ('<p class="context">the first session: handshake: group 1/8: variant exists, '
+            "layout waiter-made-dir, direction consumer-waits-sender-ready, 1 trials</p>"
+            in html)
+    assert re.search(r'<p class="counts">\d+ of \d+ paths shown \(those with stalls first\); '
+                     r"\d+ of \d+ stalls shown.</p>", html)
+    assert re.search(rf"report: {re.escape(str(out))} \(\d+ of \d+ paths, \d+ of \d+ "
+                     r"stall\(s\) in the first session\)", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("argv", [["run", "all"], ["run", "handshake", "--backend", "real"]])
