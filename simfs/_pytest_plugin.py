@@ -2,10 +2,11 @@
 
 Installed with the package (entry point ``pytest11``), so a team's suite gets
 it without a conftest.  A failing test that used a world gets a report
-section with what a person needs to rerun it: the seed, each host and its
-mount options, the last lines of the trace, and one command line that
-replays it.  The plugin is only loaded by pytest; ``import simfs`` never
-imports pytest.
+section (``simfs._failure``): the failed process, its host and mount, its
+trace events up to the failure, ``explain()`` for its path, the seed and
+one command line that replays it; simfs's own frames are hidden from the
+traceback (``--simfs-full-trace`` shows them and every event).  The plugin
+is only loaded by pytest; ``import simfs`` never imports pytest.
 """
 
 from __future__ import annotations
