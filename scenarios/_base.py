@@ -27,6 +27,10 @@ class ScenarioError(ValueError):
     """Bad input to the runner: an unknown scenario, parameter or value."""
 
 
+class BackendFailed(RuntimeError):
+    """A process on a real backend failed; the message names it and what it raised."""
+
+
 @dataclass(frozen=True)
 class Param:
     """One scenario parameter, with the seed's value as its default."""
@@ -168,9 +172,9 @@ class FidelityRow:
 
     key: tuple[str, ...]
     outcome: str
-    median_s: float
-    min_s: float
-    max_s: float
+    median_s: float | None  # None: no trial of the group saw its outcome (timed out)
+    min_s: float | None
+    max_s: float | None
     rpcs_per_poll: float | None
 
 

@@ -18,10 +18,18 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
-from simfs import SimfsError
+from simfs import ProcessFailed, SimfsError
 
 from . import SCENARIOS, get
-from ._base import Backend, Scenario, ScenarioError, ScenarioResult, dump_json, format_table
+from ._base import (
+    Backend,
+    BackendFailed,
+    Scenario,
+    ScenarioError,
+    ScenarioResult,
+    dump_json,
+    format_table,
+)
 from ._progress import ProgressLine
 
 BACKENDS = ("sim", "real", "compose")
@@ -37,7 +45,8 @@ exit status:
 
 # -- argument types: each names the bad value and what is allowed -------------------
 
-def _seed(text: str) -> int:
+def seed_argument(text: str) -> int:
+    """A seed on any command line: an int >= 0, as ``World(seed=)`` takes."""
     try:
         value = int(text)
     except ValueError:
@@ -110,7 +119,7 @@ def _with_fidelity() -> list[str]:
 def _add_run_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--trials", type=_trials, default=None,
                          help="trials per group (scenarios that have trials)")
-    command.add_argument("--seed", type=_seed, default=0,
+    command.add_argument("--seed", type=seed_argument, default=0,
                          help="seed of the run, an int >= 0 (default 0)")
     command.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                          help="override a scenario parameter (repeatable; see below)")
@@ -212,8 +221,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ScenarioError as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_USAGE
+        except ProcessFailed as error:
+            # Its own message ends in a hint for World.run's callers
+            # (run(check=False)), which a command-line user cannot act on.
+            named = "; ".join(f"process {name!r} on host {host!r} raised "
+                              f"{type(raised).__name__}: {raised}"
+                              for name, host, raised in error.failures)
+            print(f"error: the simulation failed: {named}", file=sys.stderr)
+            return EXIT_FAILED
         except SimfsError as error:
             print(f"error: the simulation failed: {error}", file=sys.stderr)
+            return EXIT_FAILED
+        except BackendFailed as error:
+            print(f"error: the {args.backend if 'backend' in args else 'real'} backend "
+                  f"failed: {error}", file=sys.stderr)
             return EXIT_FAILED
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
@@ -348,16 +369,22 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("--report needs one scenario on the simulation (--backend sim), "
                             f"not {args.name!r} on {args.backend!r}")
     backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None)
-    progress = ProgressLine.for_stderr(args.quiet)
+    progress_line = ProgressLine.for_stderr(args.quiet)
+    progress: Any = progress_line
+    if args.report is not None:
+        from ._report import RecordingSimBackend
+
+        assert isinstance(backend, RecordingSimBackend)
+        progress = backend.noting(progress_line)
     results: list[ScenarioResult] = []
     failed = False
     for index, (scenario_class, values) in enumerate(zip(classes, params)):
         scenario = scenario_class()
-        progress.prefix = f"[{index + 1}/{len(classes)}] " if len(classes) > 1 else ""
+        progress_line.prefix = f"[{index + 1}/{len(classes)}] " if len(classes) > 1 else ""
         started = time.perf_counter()
         result = scenario.run(backend, args.seed, values, progress)
         elapsed = time.perf_counter() - started
-        progress.finish()
+        progress_line.finish()
         results.append(result)
         print(scenario.table(result))
         problems = scenario.check(result)

@@ -10,12 +10,15 @@ schedule, and prints the same trace digest.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
+import tempfile
 import time
 from typing import Any
 
 from ._base import ScenarioError
+from ._cli import seed_argument
 from ._explore import Failure, SearchState, exploration_of, explore, format_example, replay
 
 _BUDGET = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
@@ -29,12 +32,12 @@ def add_commands(commands: Any) -> None:
     explore_cmd.add_argument("name", help="a scenario name")
     explore_cmd.add_argument("--variant", action="append", default=None,
                              help="a variant to explore (repeatable; default: all)")
-    explore_cmd.add_argument("--examples", type=int, default=None, metavar="N",
+    explore_cmd.add_argument("--examples", type=_examples, default=None, metavar="N",
                              help="examples per variant for the whole campaign (default 200, "
                                   "or unbounded with --budget)")
     explore_cmd.add_argument("--budget", default=None, metavar="TIME",
                              help="wall-clock budget per variant, e.g. 60s, 10m, 1h")
-    explore_cmd.add_argument("--seed", type=int, default=0,
+    explore_cmd.add_argument("--seed", type=seed_argument, default=0,
                              help="seed of the search (default 0: the same search each time)")
     explore_cmd.add_argument("--shard", default="0/1", metavar="I/N",
                              help="run shard I of N (0-based) of the campaign (default 0/1)")
@@ -44,6 +47,16 @@ def add_commands(commands: Any) -> None:
     replay_cmd = commands.add_parser(
         "replay", help="run a reported example again from its replay token")
     replay_cmd.add_argument("token", help="the token an explore failure printed")
+
+
+def _examples(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--examples {text}: allowed: an int >= 1")
+    return value
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -78,6 +91,28 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
+def check_database(path: str) -> None:
+    """Refuse a --database directory the campaign could not write, before it runs.
+
+    Hypothesis writes its database lazily and ignores a failure to, so a
+    campaign's findings would be lost without a word.  The directory is
+    made if missing (as Hypothesis would) and a file written and removed.
+
+    Raises:
+        ScenarioError: naming the path and why it cannot be written.
+    """
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ScenarioError(f"--database {path!r} is a file; allowed: a directory "
+                            "(shared by every shard)")
+    try:
+        os.makedirs(path, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".simfs-write-check-"):
+            pass
+    except OSError as error:
+        raise ScenarioError(f"--database {path!r} cannot be written: "
+                            f"{error.strerror or error}") from None
+
+
 def _explore(args: argparse.Namespace) -> int:
     from . import get
 
@@ -89,6 +124,8 @@ def _explore(args: argparse.Namespace) -> int:
     examples = args.examples if args.examples is not None else (
         10**9 if budget is not None else 200)
     shard, shards = parse_shard(args.shard)
+    if args.database is not None:
+        check_database(args.database)
     live = sys.stdout.isatty()
     found = 0
     for variant in variants:

@@ -39,17 +39,23 @@ def compare(sim: Sequence[FidelityRow], real: Sequence[FidelityRow],
         reasons = []
         if row.outcome != other.outcome:
             reasons.append(f"outcome {row.outcome} vs {other.outcome}")
-        if _differs(row.median_s, other.median_s, poll):
+        if (row.median_s is not None and other.median_s is not None
+                and _differs(row.median_s, other.median_s, poll)):
             reasons.append(f"median {row.median_s:.2f} vs {other.median_s:.2f} s")
         if reasons:
             flags.append(f"{'/'.join(row.key)}: {'; '.join(reasons)}")
         table.append([*row.key, f"{row.outcome}/{other.outcome}",
-                      f"{row.median_s:.2f}/{other.median_s:.2f}",
-                      f"{row.min_s:.2f}/{other.min_s:.2f}",
-                      f"{row.max_s:.2f}/{other.max_s:.2f}",
+                      _pair(row.median_s, other.median_s),
+                      _pair(row.min_s, other.min_s),
+                      _pair(row.max_s, other.max_s),
                       _rpcs(row.rpcs_per_poll, other.rpcs_per_poll),
                       "FLAGGED" if reasons else "agree"])
     return table, flags
+
+
+def _pair(sim: float | None, real: float | None) -> str:
+    """Two delays as sim/real; '-' for a side whose trials all timed out."""
+    return "/".join("-" if value is None else f"{value:.2f}" for value in (sim, real))
 
 
 def _rpcs(sim: float | None, real: float | None) -> str:

@@ -25,7 +25,7 @@ from typing import Any
 
 from simfs import MountOptions
 
-from ._base import ProcessSpec, ScenarioError
+from ._base import BackendFailed, ProcessSpec, ScenarioError
 
 _CHECKED_OPTIONS = ("acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache")
 
@@ -106,7 +106,7 @@ def _child(connection: Connection, spec: ProcessSpec, root: str, go: Any) -> Non
         connection.close()
 
 
-class RealProcessFailed(RuntimeError):
+class RealProcessFailed(BackendFailed):
     """A scenario process on a real mount raised; carries its traceback text."""
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from simfs._report import BeliefRecorder, render_html
 from simfs._report._timeline import watch_paths_with_stalls
 
-from ._base import ScenarioError
+from ._base import Progress, ScenarioError
 from ._sim import SimBackend, SimSession
 
 MAX_PATHS = 8
@@ -27,11 +27,22 @@ class RecordingSimBackend(SimBackend):
     def __init__(self, **world: Any) -> None:
         super().__init__(**world)
         self.recorder: BeliefRecorder | None = None
+        self.step = ""  # the scenario's last progress message
+        self.context = ""  # what it said as the recorded session began
+
+    def noting(self, progress: Progress) -> Progress:
+        """``progress``, also remembering each message: the first session's names its
+        variant, layout and direction (handshake: "group 1/8: variant exists, ...")."""
+        def note(message: str) -> None:
+            self.step = message
+            progress(message)
+        return note
 
     def session(self, hosts: Mapping[str, str], seed: int) -> SimSession:
         session = super().session(hosts, seed)
         if self.recorder is None:
             self.recorder = BeliefRecorder(session.world)
+            self.context = self.step
         return session
 
 
@@ -45,7 +56,9 @@ def write_report(backend: RecordingSimBackend, path: str, title: str) -> str:
         raise ScenarioError("--report: the scenario ran no simulated world to report on")
     timeline = backend.recorder.timeline()
     shown = watch_paths_with_stalls(timeline, MAX_PATHS)
+    context = f"the first session: {backend.context}" if backend.context else ""
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(render_html(timeline, title=title, paths=shown))
-    return (f"report: {path} ({len(shown)} of {len(timeline.paths)} paths, "
+        handle.write(render_html(timeline, title=title, paths=shown, context=context))
+    shown_stalls = sum(1 for stall in timeline.stalls() if stall.path in shown)
+    return (f"report: {path} ({len(shown)} of {len(timeline.paths)} paths, {shown_stalls} of "
             f"{len(timeline.stalls())} stall(s) in the first session)")

@@ -21,6 +21,7 @@ class SimSession:
 
     def __init__(self, hosts: Mapping[str, str], seed: int, **world: Any) -> None:
         self.world = World(seed=seed, export=EXPORT, **world)
+        self._events_per_run = self.world.max_events
         for name, mount in hosts.items():
             self.world.host(name, mount=mount)
 
@@ -28,6 +29,12 @@ class SimSession:
         spawned = [self.world.spawn(spec.host, spec.target, EXPORT, *spec.args,
                                     name=spec.name or spec.target.__name__)
                    for spec in processes]
+        # The event budget guards each run (a loop that never lets virtual
+        # time pass), not the session: every run here ends at ``until``, and
+        # a session of 100,000 trials (--trials 100000) passed the world's
+        # lifetime budget at trial 1,653 although each trial was bounded.
+        scheduler = self.world.scheduler
+        scheduler.max_events = scheduler.progress + self._events_per_run
         self.world.run(until=self.world.now + timeout)
         return [process.result() for process in spawned]
 

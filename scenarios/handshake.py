@@ -105,8 +105,13 @@ def create_marker(root: str, step: str, marker: str, delay: float, make_dir: boo
 
 
 def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bool,
-                    poll: float, timeout: float) -> tuple[float, float, int]:
-    """The waiting host: poll every ``poll`` s; (first poll, sighting, polls) times."""
+                    poll: float, timeout: float) -> tuple[float, float | None, int]:
+    """The waiting host: poll every ``poll`` s; (first poll, sighting, polls) times.
+
+    The sighting is None when the marker was not seen within ``timeout``
+    seconds: the trial's outcome, which the table reports as a row, not an
+    error that would end the run (on a loaded machine a real trial can).
+    """
     step_dir = Path(root) / BROADCAST / step
     if make_dir:
         os.mkdir(step_dir)
@@ -116,7 +121,7 @@ def wait_for_marker(root: str, step: str, marker: str, method: str, make_dir: bo
     polls = 1
     while not check():
         if time.time() - start > timeout:
-            raise TimeoutError(f"{path} not seen within {timeout} s")
+            return start, None, polls
         time.sleep(poll)
         polls += 1
     return start, time.time(), polls
@@ -168,7 +173,10 @@ def _explore_example(variant: str, example: dict[str, Any], seed: int,
             ProcessSpec(waiter, wait_for_marker,
                         ("step", marker, variant, waiter_makes_dir, poll, timeout), "waiter"),
         ], timeout=timeout + 60)
-        if seen - created > poll + 1e-6:
+        if seen is None:
+            problems = (f"the {waiter} did not see {marker} within {timeout:g} s of polling "
+                        f"every {poll:g} s",)
+        elif seen - created > poll + 1e-6:
             problems = (f"the {waiter} saw {marker} {seen - created:.2f} s after the "
                         f"{creator} created it, polling every {poll:g} s",)
     except Exception as error:  # a process's failure is this example's finding
@@ -218,27 +226,35 @@ class Handshake(Scenario):
         groups = [(variant.name, layout, direction) for variant in self.variants
                   for layout in LAYOUTS for direction in DIRECTIONS]
         for index, (method, layout, direction) in enumerate(groups):
-            progress(f"handshake: group {index + 1}/{len(groups)} "
-                     f"({method}, {layout}, {direction}), {params['trials']} trials")
-            delays, ops_per_poll, digest = self._run_group(backend, seed, index, method, layout,
-                                                           direction, params)
+            progress(f"handshake: group {index + 1}/{len(groups)}: variant {method}, "
+                     f"layout {layout}, direction {direction}, {params['trials']} trials")
+            delays, timed_out, ops_per_poll, digest = self._run_group(
+                backend, seed, index, method, layout, direction, params)
             digests.append(digest)
             samples[f"{method}/{layout}/{direction}"] = delays
             samples[f"rpcs_per_poll/{method}/{layout}/{direction}"] = sum(ops_per_poll.values())
             samples[f"rpc_ops/{method}/{layout}/{direction}"] = ops_per_poll
-            rows.append({"variant": method, "layout": layout, "direction": direction,
-                         "trials": len(delays),
-                         "median_s": round(statistics.median(d for d, _ in delays), 6),
-                         "min_s": round(min(d for d, _ in delays), 6),
-                         "max_s": round(max(d for d, _ in delays), 6)})
+            row: dict[str, Any] = {"variant": method, "layout": layout, "direction": direction,
+                                   "trials": len(delays) + timed_out}
+            if delays:
+                row.update(median_s=round(statistics.median(d for d, _ in delays), 6),
+                           min_s=round(min(d for d, _ in delays), 6),
+                           max_s=round(max(d for d, _ in delays), 6))
+            else:
+                row.update(median_s=None, min_s=None, max_s=None)
+            if timed_out:
+                # Trials whose waiter gave up: reported, never a crash of the run.
+                row["timed_out"] = timed_out
+            rows.append(row)
         return ScenarioResult(self.name, backend.name, seed, dict(params), rows,
                               combine_digests(digests), samples)
 
     def _run_group(self, backend: Backend, seed: int, index: int, method: str, layout: str,
                    direction: str, params: dict[str, Any]
-                   ) -> tuple[list[tuple[float, float]], dict[str, float], str]:
-        """(delay, creation after the first poll) per trial, the waiter's RPCs per
-        poll by operation, and the session's digest."""
+                   ) -> tuple[list[tuple[float, float]], int, dict[str, float], str]:
+        """(delay, creation after the first poll) per trial that saw the marker,
+        how many trials timed out, the waiter's RPCs per poll by operation, and
+        the session's digest."""
         waiter, creator, marker = DIRECTIONS[direction]
         waiter_makes_dir = layout == "waiter-made-dir"
         session = backend.session({"trainer": params["mount"], "consumer": params["mount"]},
@@ -262,6 +278,7 @@ class Handshake(Scenario):
                              params["timeout"]), "waiter")])
         timeout = 2 * params["timeout"] + params["max_delay"] + 60
         delays: list[tuple[float, float]] = []
+        timed_out = 0
         polls = 0
         prepare = [ProcessSpec("trainer", prepare_broadcast_dir)]
         # A real session readies each trial while the previous one runs, and
@@ -287,35 +304,52 @@ class Handshake(Scenario):
                         f"{waiter} first polled for it, so the trial would measure no "
                         f"cache; the {waiter}'s host started too late for min_delay="
                         f"{params['min_delay']:g} s")
-                delays.append((seen - created, created - first_poll))
+                if seen is None:
+                    timed_out += 1
+                else:
+                    delays.append((seen - created, created - first_poll))
                 polls += trial_polls
             rpcs = Counter(session.rpc_counts(waiter)) - before
         finally:
             if outcomes is not None:
                 outcomes.close()  # cancels a real session's trial readied after a failure
             digest = session.close()
-        return delays, {op: count / max(polls, 1) for op, count in sorted(rpcs.items())}, digest
+        per_poll = {op: count / max(polls, 1) for op, count in sorted(rpcs.items())}
+        return delays, timed_out, per_poll, digest
 
     def table(self, result: ScenarioResult) -> str:
         lines = [f"handshake (seed {self.seed_file}): marker created on one host after "
                  f"{result.params['min_delay']:g}-{result.params['max_delay']:g} s, polled "
                  f"every {result.params['poll']:g} s on another; mount "
                  f"{result.params['mount']!r}; backend {result.backend}", ""]
+        gave_up = f"timed out after {result.params['timeout']:g} s"
         summary = []
         for variant in self.variants:
             rows = [row for row in result.rows if row["variant"] == variant.name]
-            medians = [row["median_s"] for row in rows]
+            medians = [row["median_s"] for row in rows if row["median_s"] is not None]
+            worst = [row["max_s"] for row in rows if row["max_s"] is not None]
+            timed_out = sum(row.get("timed_out", 0) for row in rows)
             summary.append((METHOD_LABELS[variant.name], rows[0]["trials"],
-                            f"{min(medians):.2f}-{max(medians):.2f} s",
-                            f"{max(row['max_s'] for row in rows):.2f} s"))
+                            f"{min(medians):.2f}-{max(medians):.2f} s" if medians else gave_up,
+                            (f"{gave_up} ({timed_out} trials)" if timed_out
+                             else f"{max(worst):.2f} s")))
         lines.append(format_table(("Polling method", "Trials", "Median (range across groups)",
                                    "Worst"), summary))
         lines.append("")
-        lines.append(format_table(
-            ("variant", "layout", "direction", "trials", "median", "min", "max"),
-            [(row["variant"], row["layout"], row["direction"], row["trials"],
-              f"{row['median_s']:.2f} s", f"{row['min_s']:.2f} s", f"{row['max_s']:.2f} s")
-             for row in result.rows]))
+        any_timed_out = any(row.get("timed_out") for row in result.rows)
+        headers = ["variant", "layout", "direction", "trials", "median", "min", "max"]
+        table_rows = []
+        for row in result.rows:
+            cells = [row["variant"], row["layout"], row["direction"], row["trials"],
+                     *(("-" if row[key] is None else f"{row[key]:.2f} s")
+                       for key in ("median_s", "min_s", "max_s"))]
+            if any_timed_out:
+                count = row.get("timed_out", 0)
+                cells.append(f"{count} {gave_up}" if count else "")
+            table_rows.append(cells)
+        if any_timed_out:
+            headers.append("not seen")
+        lines.append(format_table(headers, table_rows))
         return "\n".join(lines)
 
     def fidelity_details(self, sim: ScenarioResult, real: ScenarioResult) -> str:
@@ -340,9 +374,13 @@ class Handshake(Scenario):
         rows = []
         for row in result.rows:
             key = (row["variant"], row["layout"], row["direction"])
+            if row.get("timed_out"):
+                outcome = f"timed out ({row['timed_out']}/{row['trials']})"
+            else:
+                outcome = "stall" if row["median_s"] > 2 * poll else "prompt"
             rows.append(FidelityRow(
-                key, "stall" if row["median_s"] > 2 * poll else "prompt", row["median_s"],
-                row["min_s"], row["max_s"], result.samples.get("rpcs_per_poll/" + "/".join(key))))
+                key, outcome, row["median_s"], row["min_s"], row["max_s"],
+                result.samples.get("rpcs_per_poll/" + "/".join(key))))
         return rows
 
     def check(self, result: ScenarioResult) -> list[str]:
@@ -351,6 +389,12 @@ class Handshake(Scenario):
         poll = result.params["poll"]
         for row in result.rows:
             label = f"{row['variant']}/{row['layout']}/{row['direction']}"
+            if row["variant"] == "marker_exists" and row.get("timed_out"):
+                problems.append(f"{label}: {row['timed_out']} of {row['trials']} trials did "
+                                f"not see the marker within {result.params['timeout']:g} s")
+                continue
+            if row["median_s"] is None:
+                continue  # exists: every trial stalled past the timeout
             if row["variant"] == "marker_exists" and row["max_s"] > poll + 1e-6:
                 problems.append(f"{label}: worst {row['max_s']:.3f} s exceeds one poll "
                                 f"({poll} s)")

@@ -108,11 +108,21 @@ class ProcessFailed(SimfsError):
 
     def __init__(self, failures: list[tuple[str, str, BaseException]]) -> None:
         self.failures = failures
-        lines = [f"process {name!r} on host {host!r} raised {type(error).__name__}: {error}"
+        lines = [f"process {name!r} on host {host!r} {_outcome(error)}"
                  for name, host, error in failures]
         super().__init__(
             f"{len(failures)} simulated process(es) failed (pass run(check=False) when a "
             "failure is the expected outcome):\n  " + "\n  ".join(lines))
+
+
+def _outcome(error: BaseException) -> str:
+    """What a failed process did, in words: its exit status, or what it raised."""
+    if isinstance(error, SystemExit):
+        code = error.code
+        if isinstance(code, int):
+            return f"exited with status {int(code)} (sys.exit({code!r}))"
+        return f"exited with status 1 (sys.exit({code!r}))"
+    return f"raised {type(error).__name__}: {error}"
 
 
 class RunawaySimulation(SimfsError):

@@ -18,7 +18,7 @@ import base64
 import binascii
 import json
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,31 +93,63 @@ def plan_from_json(data: Mapping[str, Any]) -> FaultPlan:
 # -- worlds -------------------------------------------------------------------------------
 
 
-def world_token(world: World, hosts: Sequence[str] | None = None) -> str:
+def world_token(world: World, hosts: Sequence[str] | None = None,
+                test: str | None = None) -> str:
     """A token that rebuilds ``world`` (the ``hosts`` named, all if None) and its schedule.
 
     Hosts the test adds itself after the world is handed to it are left out:
-    the test adds them again when it is replayed.
+    the test adds them again when it is replayed.  ``test``, a pytest node
+    id, names the test the token belongs to: ``--simfs-replay`` applies it
+    there only.
     """
     names = list(world.hosts) if hosts is None else list(hosts)
-    return encode_token({
+    payload: dict[str, Any] = {
         "kind": "world", "seed": world.seed, "export": world.export,
         "hosts": [[name, world.hosts[name].mount] for name in names],
         "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
         "choices": world.choices, "env": world.env, "tz": world.tz,
-    })
+    }
+    if test is not None:
+        payload["test"] = test
+    return encode_token(payload)
 
 
-def world_from_token(token: str) -> World:
-    """A fresh world built from ``world_token``'s token, replaying its choices.
+def token_test(token: str) -> str | None:
+    """The pytest node id a world token belongs to; None for a token made outside pytest.
 
     Raises:
-        ReplayTokenError: the token is damaged or is not a world's.
+        ReplayTokenError: the token is damaged.
+    """
+    test = decode_token(token).get("test")
+    return test if isinstance(test, str) else None
+
+
+def world_from_token(token: str, *, setup: Callable[[World], object] | None = None,
+                     hosts: Sequence[str] | None = None) -> World:
+    """A fresh world built from ``world_token``'s token, replaying its choices.
+
+    Args:
+        setup: called with the world before any host mounts, as
+            ``explore(setup=...)`` does for each example.
+        hosts: the host names the replaying test explores; the token must
+            hold exactly these.
+
+    Raises:
+        ReplayTokenError: the token is damaged, is not a world's, or holds
+            other hosts than ``hosts`` (it belongs to another test).
     """
     payload = decode_token(token)
     if payload.get("kind") != "world":
         raise ReplayTokenError(f"replay token {token[:40]!r}... is a "
                                f"{payload.get('kind', 'unknown')!r} token, not a world's")
+    recorded = [entry[0] for entry in payload.get("hosts", ()) if isinstance(entry, list)
+                and entry]
+    if hosts is not None and sorted(recorded) != sorted(hosts):
+        owner = payload.get("test")
+        raise ReplayTokenError(
+            f"replay token {token[:40]!r}... does not fit this test: it holds hosts "
+            f"{recorded}, this test explores {list(hosts)}"
+            + (f"; it belongs to {owner}" if isinstance(owner, str) else ""))
     try:
         plan = plan_from_json(payload["faults"])
         # env and tz: absent from tokens made before World had them (the defaults).
@@ -126,6 +158,8 @@ def world_from_token(token: str) -> World:
                       env=payload.get("env"), tz=payload.get("tz", DEFAULT_ZONE))
         # Set in ns, as recorded: seconds would round up on the way back.
         world.rpc_latency_ns = int(payload["rpc_latency_ns"])
+        if setup is not None:
+            setup(world)
         for name, mount in payload["hosts"]:
             world.host(name, mount=mount)
     except (KeyError, TypeError) as error:
@@ -148,6 +182,10 @@ class CallRecord:
 
     replay: str | None = None
     worlds: list[tuple[World, str]] = field(default_factory=list)
+    nodeid: str | None = None  # the test's pytest node id, written into its tokens
+    seed: int | None = None  # --simfs-seed: every explored example's seed
+    full_trace: bool = False  # --simfs-full-trace: the report lists every event
+    report: str | None = None  # the last failure's report, written before its world closed
 
 
 CURRENT_TEST: ContextVar[CallRecord | None] = ContextVar("simfs_current_test", default=None)

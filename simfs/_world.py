@@ -232,7 +232,10 @@ class World:
                  env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE
                  ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise TypeError(f"seed must be an int, not {seed!r}")
+            raise TypeError(f"seed must be an int >= 0, not {seed!r}")
+        if seed < 0:
+            # One rule for seeds everywhere: scenarios' --seed, --simfs-seed.
+            raise ValueError(f"seed must be an int >= 0, not {seed!r}")
         if not export.startswith("/") or export != export.rstrip("/") or "//" in export:
             raise ValueError(f"export must be an absolute path like '/shared', not {export!r}")
         if faults is not None and not isinstance(faults, FaultPlan):
@@ -281,6 +284,8 @@ class World:
         # Merged once now only to refuse a bad env= (a TZ other than tz=) here,
         # at World(), rather than at the first spawn; each host merges its own.
         merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
+        # (host, process) -> what explain() said when that process failed.
+        self.failure_context: dict[tuple[str, str], list[str]] = {}
 
     # -- building ---------------------------------------------------------------
 
@@ -304,12 +309,16 @@ class World:
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
+            TypeError: ``mount`` is not a str.
             UnknownKernel: ``kernel`` is not a release simfs has measured.
             ValueError: the name is empty or already taken; a local mount
                 point that overlaps the export or another local disk; a size
                 that is no size.
         """
         profile = kernel_profile(kernel)
+        if not isinstance(mount, str):
+            raise TypeError(f"mount must be nfs(5) options as a str, e.g. mount='vers=3' "
+                            f"(Linux's defaults), not {mount!r}")
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"host name must be a non-empty word, not {name!r}")
         if name in self.hosts:
@@ -565,6 +574,14 @@ class World:
         outcome = "ok" if error is None else type(error).__name__
         self.trace.record(self.clock.now_ns, process.host.name, process.name, "exit", "",
                           outcome)
+        if error is not None and not isinstance(error, (HostCrashed, ProcessNotFinished)):
+            # What the caches and the export held at the failing instant, for
+            # the failure report: by the end of the run they may have moved on
+            # (a silly-renamed file gone with its last close).
+            from ._failure import snapshot
+
+            self.failure_context[(process.host.name, process.name)] = snapshot(
+                self, process.host.name, process.name, error)
         group = process.group
         if process in group.live_threads:
             group.live_threads.remove(process)

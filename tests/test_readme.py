@@ -1,8 +1,11 @@
-"""The README's tour prints exactly what the README shows.
+"""The README's tour prints exactly what the README shows; its test examples fail as it says.
 
 The tour's code blocks run in order in one namespace; a ``# handshake.py``
 block becomes an importable module, and each bare fenced block right after a
 Python block is the output that block must print, character for character.
+The ``# test_marker.py`` block of "Test your own code" runs under pytest as
+a user would run it: both its tests must fail, for the reason the README
+gives, and the replay line must rerun the explored failure.
 """
 
 import contextlib
@@ -64,3 +67,32 @@ def test_the_readme_links_only_to_files_a_clone_has(target):
     for link in re.findall(r"\]\(([^)#]+)", text):
         if not link.startswith("http"):
             assert (README.parent / link).exists(), link
+
+
+def _test_marker_block():
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Test your own code")
+    for kind, body in FENCE.findall(text[start:]):
+        if kind == "python" and body.startswith("# test_marker.py"):
+            return body
+    raise AssertionError("README: no # test_marker.py block in 'Test your own code'")
+
+
+def test_the_readme_test_examples_both_fail_because_b_never_sees_the_marker(pytester):
+    pytester.makepyfile(test_marker=_test_marker_block())
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=2)
+    output = result.stdout.str()
+    # The documented reason, for each test: b's wait_for timed out at 5 s,
+    # while a's publish succeeded.
+    for test in ("test_the_marker_is_seen_within_5_seconds",
+                 "test_whatever_the_schedule_and_mounts"):
+        section = output[output.index(f"_ {test} _"):]
+        assert "process 'wait_for' on host 'b' raised TimeoutError: /shared/step/READY" \
+            in section, section
+    replay = re.findall(r"replay: (pytest test_marker.py::test_whatever_the_schedule_and_mounts "
+                        r"--simfs-replay simfs1-[A-Za-z0-9_-]+)", output)
+    assert replay, output
+    again = pytester.runpytest(*replay[-1].split()[1:])
+    again.assert_outcomes(failed=1)
+    assert "raised TimeoutError: /shared/step/READY" in again.stdout.str()

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from scenarios._cli import main
-from simfs._report._html import COLOURS, STALL
+from simfs._report._html import COLOURS, PLOT_W, STALL
 
 pytestmark = pytest.mark.browser
 
@@ -97,3 +97,34 @@ def test_headless_chromium_draws_the_report_with_its_lanes_and_stall(tmp_path, c
     assert len(seen) > 20, "the screenshot is blank or nearly so"
     for colour in (COLOURS["absent"], COLOURS["present"], STALL):
         assert _rgb(colour) in seen, colour
+
+
+def _longest_run(rows, colour):
+    """The most pixels of ``colour`` side by side in one row of the screenshot."""
+    best = 0
+    for row in rows:
+        run = 0
+        for pixel in row:
+            run = run + 1 if pixel == colour else 0
+            best = max(best, run)
+    return best
+
+
+def test_a_stall_of_a_long_run_is_drawn_wide_enough_to_read(tmp_path, capsys):
+    # 20 trials make a 600 s session; each ~29 s stall was 42 px of an 860 px
+    # lane.  Each path is now drawn where its hosts and the server disagree.
+    browser = _browser()
+    if browser is None:
+        pytest.skip("no headless Chromium installed (apt-get install chromium-headless-shell):"
+                    " the browser tier did not run")
+    report = tmp_path / "report.html"
+    assert main(["run", "handshake", "--trials", "20", "--quiet", "--report",
+                 str(report)]) == 0
+    capsys.readouterr()
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu",
+                    "--hide-scrollbars", "--window-size=1100,900",
+                    f"--screenshot={shot}", report.as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    _, _, rows = _png_pixels(shot.read_bytes())
+    assert _longest_run(rows, _rgb(STALL)) > PLOT_W * 0.7

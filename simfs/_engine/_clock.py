@@ -7,6 +7,7 @@ seed-000 stall is measured against acdirmin to the poll.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Final
 
 NS_PER_S: Final = 1_000_000_000
@@ -23,8 +24,14 @@ def seconds_to_ns(seconds: float, what: str = "duration") -> int:
     seconds (trio's) has always passed when the sleeper wakes.
 
     Raises:
+        TypeError: ``seconds`` is not a number (a str, a bool, None).
         ValueError: negative, NaN or infinite seconds.
     """
+    cls = seconds.__class__
+    if cls is not float and cls is not int and (
+            isinstance(seconds, bool) or not isinstance(seconds, numbers.Real)):
+        raise TypeError(f"{what} must be a number of seconds (an int or a float), "
+                        f"not {seconds!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"{what} must be a finite number of seconds >= 0, not {seconds!r}")
     return math.ceil(seconds * NS_PER_S)

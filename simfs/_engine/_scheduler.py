@@ -245,6 +245,19 @@ class Process:
         return self._error
 
 
+def exit_status(code: object) -> int:
+    """The status an OS process exits with after ``raise SystemExit(code)``.
+
+    As CPython's ``handle_system_exit`` (Python/pythonrun.c): None is 0, an
+    int is itself, anything else is printed and gives 1.
+    """
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return int(code)
+    return 1
+
+
 class Scheduler:
     """Owns the virtual clock, the runnable set and the timers."""
 
@@ -543,7 +556,10 @@ class Scheduler:
                 raise process.kill
             process._value = process.target()
         except BaseException as error:  # the process's own failure, kept for result()
-            if process.kill is None:
+            if process.kill is None and isinstance(error, SystemExit) \
+                    and exit_status(error.code) == 0:
+                pass  # sys.exit(0), sys.exit(): a process that succeeded
+            elif process.kill is None:
                 process._error = error
             elif process._error is None:
                 # Stopped by the world: whatever the unwinding raised (ProcessKilled,

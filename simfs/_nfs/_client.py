@@ -267,6 +267,14 @@ class NfsClient(DirectoryOps, PageCacheOps):
         """ACCESS once per inode, again after a mode change or a foreign change
         (``nfs_do_access``; the access cache is dropped with the attributes).
 
+        The reply's post-op attributes refresh the inode as a GETATTR's do
+        (``nfs3_proc_access`` calls ``nfs_refresh_inode``, fs/nfs/nfs3proc.c):
+        a directory another host changed shows the change here, before the
+        LOOKUP that follows saves the directory's verifier, so the new dentry
+        verifies (measured, docs/nfs-facts.md: a directory made on the server
+        after a host mounted hides a new file in it for acdirmin, as one made
+        before does).
+
         Raises:
             OSError: ESTALE for a stale inode, or from the ACCESS call.
         """
@@ -276,12 +284,18 @@ class NfsClient(DirectoryOps, PageCacheOps):
                 raise simulated_oserror(errno.ESTALE)
             self._rpc("ACCESS")
             try:
-                self.server.getattr(fileid)
+                fresh = self.server.getattr(fileid)
             except OSError as error:
                 self._server_error(fileid, error)
                 raise
-            self.cache_epoch += 1
-            self.access[fileid] = attrs.mode
+            cached = self.attrs.get(fileid)
+            changed = cached is not None and cached.attrs.change != fresh.change
+            self._update(fileid, fresh)
+            if not changed:
+                self.access[fileid] = fresh.mode
+            # else: the change left NFS_INO_INVALID_ACCESS set (nfs_update_inode),
+            # so the entry nfs_access_add_cache adds is zapped at the next
+            # check (nfs_access_get_cached_locked): another ACCESS then.
 
     # -- file data (the page cache itself is _pagecache.PageCacheOps) -----------
 

@@ -97,7 +97,12 @@ def kernel_profile(release: str) -> KernelProfile:
     Raises:
         UnknownKernel: ``release`` is not one simfs has measurements of.
     """
-    profile = KERNELS.get(release) if isinstance(release, str) else None
+    if not isinstance(release, str):
+        raise UnknownKernel(
+            f"kernel must be a release as a str, e.g. kernel='6.1', not {release!r} "
+            f"({type(release).__name__}); simfs has measured profiles for "
+            f"{', '.join(repr(name) for name in KERNELS)}")
+    profile = KERNELS.get(release)
     if profile is None:
         raise UnknownKernel(
             f"unknown kernel {release!r}; simfs has measured profiles for "

@@ -218,7 +218,12 @@ class LookupOps:
         that reply refreshes the child's attributes.  This is why a negative
         entry made in a directory another host just created is not trusted
         (DESIGN §3.5, measured): the walk re-LOOKUPs the directory, sees it
-        changed, and distrusts its negative entries.
+        changed, and distrusts its negative entries.  Only where this reply
+        is the first to show the change: a walk's first pass through a
+        directory sends ACCESS before the LOOKUP, and that reply's
+        attributes show it already (``_check_access``), so the dentry
+        verifies (docs/nfs-facts.md, "A directory made before or after the
+        mount").
         """
         if dir_id in self.stale:
             raise simulated_oserror(errno.ESTALE)

@@ -7,7 +7,7 @@ own source files.  None of that is the program's coordination through shared
 storage, and refusing it refused programs that do no other real I/O (issue
 24).  So a read of a path that is under no simulated mount (the export, a
 host's local disks), and that the host does not answer itself (``/proc``,
-``/dev``, ``/`` and the export's parents: ``_patch/_proc.py``), is answered
+``/dev``, ``/`` and the export's parents: ``_os/_proc.py``), is answered
 from the real machine:
 
 - ``stat``/``lstat``/``access``/``readlink``/``listdir``/``scandir``, ``chdir``

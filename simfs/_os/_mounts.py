@@ -123,7 +123,7 @@ class Mounts:
     @property
     def _above(self) -> set[str]:
         """"/" and the directories above each mount point: the host answers
-        their stat itself (``_patch/_proc``); their listing mixes the real
+        their stat itself (``_os/_proc``); their listing mixes the real
         machine's entries with the world's mounts, and is not simulated."""
         above = {posixpath.dirname(prefix[:-1]) for prefix, _ in self._mounts}
         for directory in list(above):

@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
+from .._failure import describe, replay_line
 from .._nfs._faults import FaultPlan
+from .._nfs._mount import MountOptions
 from .._replay import CURRENT_TEST, world_from_token, world_token
 from .._world import World
 
@@ -102,11 +104,47 @@ def schedules(*, max_deviations: int = DEFAULT_MAX_DEVIATIONS) -> SearchStrategy
 
 
 HostSpec = Mapping[str, "str | SearchStrategy[str]"]
+Setup = Callable[[World], object]
+
+
+def _host_strategies(hosts: HostSpec | None) -> dict[str, SearchStrategy[str]]:
+    """Each host's mount options as a strategy, refusing what ``World.host`` would not take.
+
+    Raises:
+        TypeError: ``hosts`` is not a mapping, a name is not a str, or a
+            value is neither nfs(5) options (a str) nor a strategy of them.
+        MountOptionError: a fixed option string simfs cannot honour.
+    """
+    if hosts is None:
+        return {"a": st.just("vers=3"), "b": st.just("vers=3")}
+    if not isinstance(hosts, Mapping):
+        raise TypeError(f"hosts must map host names to nfs(5) options, not {hosts!r}; "
+                        "e.g. hosts={'a': 'vers=3', 'b': mount_options()}")
+    mounts: dict[str, SearchStrategy[str]] = {}
+    for name, value in hosts.items():
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise TypeError(f"hosts: a host name must be a non-empty word, not {name!r}")
+        if isinstance(value, str):
+            MountOptions.parse(value)  # a bad option fails here, not in every example
+            mounts[name] = st.just(value)
+        elif isinstance(value, SearchStrategy):
+            mounts[name] = value
+        else:
+            raise TypeError(f"hosts[{name!r}] = {value!r}: allowed: nfs(5) options as a str "
+                            "(e.g. 'vers=3,acdirmin=3') or a strategy of them "
+                            "(e.g. mount_options())")
+    return mounts
+
+
+def _check_setup(setup: Setup | None) -> None:
+    if setup is not None and not callable(setup):
+        raise TypeError(f"setup must be a callable taking the world, not {setup!r}; e.g. "
+                        "setup=lambda world: world.server.mkdir('/shared/step')")
 
 
 def worlds(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] | None = None,
            seeds: SearchStrategy[int] | None = None, max_deviations: int = DEFAULT_MAX_DEVIATIONS,
-           export: str = "/shared") -> SearchStrategy[World]:
+           export: str = "/shared", setup: Setup | None = None) -> SearchStrategy[World]:
     """Fresh worlds with hosts mounted as drawn, a fault plan and a drawn schedule.
 
     Args:
@@ -118,10 +156,16 @@ def worlds(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] |
             shrinking to 0.
         max_deviations: as for ``schedules``.
         export: where every host mounts the export.
+        setup: called with each fresh world *before any host mounts*, to
+            prepare the export (``world.server.mkdir(...)``,
+            ``world.server.write_text(...)``).  What it makes is older than every
+            mount, as what a job finds when it starts is.
+
+    Raises:
+        TypeError: a malformed ``hosts`` or a ``setup`` that is not callable.
     """
-    spec = dict(hosts) if hosts is not None else {"a": "vers=3", "b": "vers=3"}
-    mounts = {name: st.just(value) if isinstance(value, str) else value
-              for name, value in spec.items()}
+    mounts = _host_strategies(hosts)
+    _check_setup(setup)
     plans = faults if faults is not None else st.just(FaultPlan())
     seed_strategy = seeds if seeds is not None else st.integers(0, 255)
 
@@ -132,6 +176,8 @@ def worlds(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] |
         plan = draw(plans)
         made = World(seed, export=export, chooser=draw(schedules(max_deviations=max_deviations)),
                      faults=plan if plan != FaultPlan() else None)
+        if setup is not None:
+            setup(made)
         for name, mount in chosen.items():
             made.host(name, mount=mount)
         note(f"simfs world: seed={seed}, hosts={chosen}, faults={plan!r}")
@@ -145,26 +191,42 @@ Test = Callable[..., None]
 
 def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] | None = None,
             seeds: SearchStrategy[int] | None = None, max_deviations: int = DEFAULT_MAX_DEVIATIONS,
-            export: str = "/shared", max_examples: int = 100,
+            export: str = "/shared", setup: Setup | None = None, max_examples: int = 100,
             hypothesis_settings: settings | None = None) -> Callable[[Test], Test]:
     """Run a test body under Hypothesis over schedules, faults, mounts and seeds.
 
     The decorated test takes a ``world`` argument: a fresh world per
-    example, built as ``worlds(...)`` draws it (the remaining arguments stay
-    pytest fixtures).  The world is closed after each example.  On a
-    failure the report carries a replay token; with the simfs pytest plugin,
-    ``pytest NODEID --simfs-replay TOKEN`` runs the body once on exactly that
-    world and schedule, without Hypothesis.
+    example, built as ``worlds(...)`` draws it.  The world is closed after
+    each example.  On a failure the report carries a replay token; with the
+    simfs pytest plugin, ``pytest NODEID --simfs-replay TOKEN`` runs the body
+    once on exactly that world and schedule, without Hypothesis, and
+    ``--simfs-seed N`` fixes every example's seed to N.
+
+    Order: every host in ``hosts`` has mounted the export before the body
+    runs, so what the body does to ``world.server`` happens *after* the
+    mounts; ``setup(world)`` runs on each fresh world *before* any host
+    mounts (and again, in the same place, on a replay).  Use ``setup`` for
+    what a job finds when it starts.  (For a marker polled in a directory
+    made either way, both orders stall for acdirmin on Linux 6.1, measured:
+    docs/nfs-facts.md, "A directory made before or after the mount".)
+
+    The test's other arguments stay pytest fixtures, made once for the
+    test and shared by all its examples (a ``tmp_path`` is one directory
+    for all of them; Hypothesis's health check against that is off here).
 
     Args:
-        hosts, faults, seeds, max_deviations, export: as for ``worlds``.
+        hosts, faults, seeds, max_deviations, export, setup: as for ``worlds``.
         max_examples: Hypothesis's example budget.
         hypothesis_settings: other Hypothesis settings (a database, phases,
             derandomize); the deadline is always off, because a simulated
             run's wall time says nothing about the code under test.
+
+    Raises:
+        TypeError: a malformed ``hosts``, a ``setup`` that is not callable,
+            or (when decorating) a test without a ``world`` argument.
     """
     strategy = worlds(hosts, faults=faults, seeds=seeds, max_deviations=max_deviations,
-                      export=export)
+                      export=export, setup=setup)
     built_hosts = list(hosts) if hosts is not None else ["a", "b"]
 
     def decorate(test: Test) -> Test:
@@ -173,36 +235,58 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
 
         def run_on(world: World, args: tuple[Any, ...], kwargs: dict[str, Any],
                    searching: bool = True) -> None:
+            __tracebackhide__ = True
             try:
                 test(*args, world=world, **kwargs)
-            except BaseException:
-                token = world_token(world, built_hosts)
+            except BaseException as error:
+                record = CURRENT_TEST.get()
+                token = world_token(world, built_hosts,
+                                    test=None if record is None else record.nodeid)
                 if searching:
                     note(f"simfs schedule: {world.choices}; replay token: {token}")
-                record = CURRENT_TEST.get()
                 if record is not None:
                     record.worlds.append((world, token))
+                    # Now, while the world's descriptors and caches are as the
+                    # failure left them: close() runs every process out.
+                    record.report = describe(
+                        world, error, replay_line(record.nodeid or test.__name__, world, token),
+                        full=record.full_trace)
                 raise
             finally:
                 world.close()
 
         @functools.wraps(test)
         def example(*args: Any, world: World, **kwargs: Any) -> None:
+            __tracebackhide__ = True
             run_on(world, args, kwargs)
 
         parent = hypothesis_settings if hypothesis_settings is not None else settings()
-        searched = settings(parent, max_examples=max_examples, deadline=None,
-                            suppress_health_check=[*parent.suppress_health_check,
-                                                   HealthCheck.too_slow])(
-            given(world=strategy)(example))
+        searched_by_seed: dict[int | None, Callable[..., None]] = {}
+
+        def searched_with(seed: int | None) -> Callable[..., None]:
+            """The Hypothesis test; ``--simfs-seed`` fixes the seed of every example."""
+            if seed not in searched_by_seed:
+                drawn = strategy if seed is None else worlds(
+                    hosts, faults=faults, seeds=st.just(seed), max_deviations=max_deviations,
+                    export=export, setup=setup)
+                searched_by_seed[seed] = settings(
+                    parent, max_examples=max_examples, deadline=None,
+                    suppress_health_check=[*parent.suppress_health_check, HealthCheck.too_slow,
+                                           HealthCheck.function_scoped_fixture])(
+                    given(world=drawn)(example))
+            return searched_by_seed[seed]
+
+        searched = searched_with(None)
 
         @functools.wraps(searched)
         def explored(*args: Any, **kwargs: Any) -> None:
+            __tracebackhide__ = True
             record = CURRENT_TEST.get()
             if record is not None and record.replay is not None:
-                run_on(world_from_token(record.replay), args, kwargs, searching=False)
+                run_on(world_from_token(record.replay, setup=setup, hosts=built_hosts),
+                       args, kwargs, searching=False)
                 return
-            searched(*args, **kwargs)
+            searched_with(None if record is None else record.seed)(*args, **kwargs)
 
         # pytest reads the signature: Hypothesis's, without ``world``.
         explored.__signature__ = inspect.signature(searched)  # type: ignore[attr-defined]

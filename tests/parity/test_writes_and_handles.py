@@ -188,3 +188,25 @@ def test_a_flock_blocked_on_another_host_is_granted_when_its_kernel_learns_of_th
         # 6.1: 6-40 ms on an idle VM, 0.79 s seen under emulation on a loaded
         # machine; 6.12's retries came within 1.5 s of the model's.
         assert abs(granted - expected) <= 5.0, (blocked, released, granted, expected)
+
+
+def test_a_directory_changed_before_the_first_walk_through_it_hides_a_new_file_for_acdirmin(
+        cluster):
+    # b knows base (two stats: base is LOOKUPed in its parent, its dentry
+    # verified) but has never walked through it, as a host that just mounted
+    # knows the export's root.  a then makes base/d.  b's first walk into
+    # base sends an ACCESS for base first, and its post-op attributes show
+    # the change (nfs3_proc_access -> nfs_refresh_inode, fs/nfs/nfs3proc.c);
+    # the LOOKUP of d after it saves a verifier the change already bumped
+    # (nfs_lookup, fs/nfs/dir.c), so d's dentry verifies, and the negative
+    # entry for d/x hides x, made at 1.3, until d's attributes expire
+    # (acdirmin=3 on b, read at 0.9).  The model used to drop ACCESS's
+    # attributes: d's dentry did not verify and x was seen at 1.9.  Measured
+    # first with fresh mounts (compose/probe_mount_order.py, docs/nfs-facts.md):
+    # a directory made on the server after the mount stalls as one made before.
+    base = _setup(cluster, "access-first")
+    _, seen = cluster.run(
+        ("a", programs.mkdirs_at, (((0.5, f"{base}/d"), (1.3, f"{base}/d/x")),)),
+        ("b", programs.exists_at, (((0.1, base), (0.2, base), (0.9, f"{base}/d/x"),
+                                    (1.9, f"{base}/d/x"), (4.8, f"{base}/d/x")),)))
+    assert seen == [True, True, False, False, True]

@@ -11,6 +11,7 @@ from simfs.strategies import (
     ERRNOS_BY_OP,
     MOUNT_PROFILES,
     delays,
+    explore,
     fault_plans,
     fault_rules,
     mount_options,
@@ -171,3 +172,23 @@ def test_explore_passes_other_hypothesis_settings_through():
 
     counts()
     assert 1 <= len(runs) <= 7
+
+
+@pytest.mark.parametrize(("hosts", "said"), [
+    ({"a": 42}, r"hosts\['a'\] = 42: allowed: nfs\(5\) options as a str \(e.g. "
+                r"'vers=3,acdirmin=3'\) or a strategy of them \(e.g. mount_options\(\)\)"),
+    ({"a": None}, r"hosts\['a'\] = None: allowed"),
+    ({1: "vers=3"}, r"hosts: a host name must be a non-empty word, not 1"),
+    (["a", "b"], r"hosts must map host names to nfs\(5\) options, not \['a', 'b'\]"),
+], ids=["int-options", "none-options", "int-name", "list"])
+def test_explore_refuses_a_malformed_hosts_mapping_when_decorating_naming_the_value(hosts, said):
+    # {"a": 42} was an AttributeError from inside Hypothesis, at the first example.
+    with pytest.raises(TypeError, match=said):
+        explore(hosts=hosts)
+
+
+def test_explore_refuses_a_mount_option_it_cannot_honour_when_decorating():
+    from simfs import MountOptionError
+
+    with pytest.raises(MountOptionError, match="acdirmn"):
+        explore(hosts={"a": "vers=3,acdirmn=3"})

@@ -31,6 +31,8 @@ BAD_INPUTS = [
     (["run", "refit", "--trials", "2"], "scenario 'refit' takes no --trials"),
     (["run", "handshake", "--seed", "-1"], "--seed -1: allowed: an int >= 0"),
     (["run", "handshake", "--seed", "one"], "--seed 'one': allowed: an int >= 0"),
+    (["explore", "refit", "--seed", "-1"], "--seed -1: allowed: an int >= 0"),
+    (["explore", "refit", "--examples", "0"], "--examples 0: allowed: an int >= 1"),
     (["run", "handshake", "--trials", "1.5"], "--trials 1.5: allowed: an int >= 1"),
     (["run", "handshake", "--rpc-latency", "nan"],
      "--rpc-latency nan: allowed: a finite number of seconds >= 0"),
@@ -176,7 +178,14 @@ def test_report_writes_one_html_file_with_a_swimlane_per_path(tmp_path, capsys):
               if rect.get("class") == "stall"]
     # The first group is the bare exists() poller: its stall is drawn, with its rule.
     assert stalls and any("negative dentry" in rect[0].text for rect in stalls)
-    assert f"report: {out} (" in capsys.readouterr().err
+    # What was recorded, named (it did not say which variant, layout or direction).
+    assert ('<p class="context">the first session: handshake: group 1/8: variant exists, '
+            "layout waiter-made-dir, direction consumer-waits-sender-ready, 1 trials</p>"
+            in html)
+    assert re.search(r'<p class="counts">\d+ of \d+ paths shown \(those with stalls first\); '
+                     r"\d+ of \d+ stalls shown.</p>", html)
+    assert re.search(rf"report: {re.escape(str(out))} \(\d+ of \d+ paths, \d+ of \d+ "
+                     r"stall\(s\) in the first session\)", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("argv", [["run", "all"], ["run", "handshake", "--backend", "real"]])
@@ -185,12 +194,105 @@ def test_report_needs_one_scenario_on_the_simulation(argv, tmp_path, capsys):
     assert "--report needs one scenario on the simulation" in capsys.readouterr().err
 
 
-def test_a_waiter_that_gives_up_exits_1_naming_the_process_and_its_host(capsys):
-    # timeout=1 is allowed, but the bare exists() poller stalls ~30 s: it raises.
-    assert main(["run", "handshake", "--trials", "1", "--quiet", "--param", "timeout=1"]) == 1
+def test_a_trial_whose_waiter_gives_up_is_a_row_and_the_run_goes_on(capsys):
+    # timeout=1 is allowed, but the bare exists() poller stalls ~30 s.  That
+    # ended the whole run with "the simulation failed" and a run(check=False)
+    # hint; on the real tier, with a traceback and no table.  (The marker
+    # comes within 0.5 s, so the fixed poller sees it in time.)
+    assert main(["run", "handshake", "--trials", "2", "--quiet", "--param", "timeout=1",
+                 "--param", "max_delay=0.5"]) == 0
+    captured = capsys.readouterr()
+    assert "error" not in captured.err and "Traceback" not in captured.err
+    rows = [line.split() for line in captured.out.splitlines() if line.startswith("exists ")]
+    assert len(rows) == 4
+    assert all(row[3:] == ["2", "-", "-", "-", "2", "timed", "out", "after", "1", "s"]
+               for row in rows), rows
+    marker_rows = [line for line in captured.out.splitlines()
+                   if line.startswith("marker_exists ")]
+    assert len(marker_rows) == 4 and all("timed out" not in line for line in marker_rows)
+
+
+def test_a_fidelity_row_whose_trials_timed_out_says_so_and_is_flagged():
+    from scenarios._base import FidelityRow
+    from scenarios._fidelity import compare
+
+    sim = [FidelityRow(("exists",), "stall", 29.0, 28.0, 29.5, 0.3)]
+    real = [FidelityRow(("exists",), "timed out (3/3)", None, None, None, 0.3)]
+    table, flags = compare(sim, real, 0.1)
+    assert table[0][1:5] == ["stall/timed out (3/3)", "29.00/-", "28.00/-", "29.50/-"]
+    assert flags == ["exists: outcome stall vs timed out (3/3)"]
+
+
+def test_a_failed_simulated_process_is_named_without_the_run_check_false_hint(
+        capsys, monkeypatch):
+    from simfs import ProcessFailed
+
+    def fails(*args, **kwargs):
+        raise ProcessFailed([("waiter", "consumer", OSError(5, "Input/output error"))])
+
+    monkeypatch.setattr(Handshake, "run", fails)
+    assert main(["run", "handshake", "--quiet"]) == 1
     err = capsys.readouterr().err
-    assert "process 'waiter' on host 'consumer' raised TimeoutError" in err
+    assert err == ("error: the simulation failed: process 'waiter' on host 'consumer' raised "
+                   "OSError: [Errno 5] Input/output error\n")
+
+
+def test_a_failed_real_process_is_one_line_not_a_traceback(capsys, monkeypatch):
+    from scenarios._real import RealProcessFailed
+
+    def fails(*args, **kwargs):
+        raise RealProcessFailed("wait_for_marker on 'consumer' raised OSError: EIO")
+
+    monkeypatch.setattr(Handshake, "run", fails)
+    assert main(["run", "handshake", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "error: the sim backend failed: wait_for_marker on 'consumer' raised" in err
     assert "Traceback" not in err
+
+
+def test_a_session_of_many_bounded_trials_is_not_taken_for_a_runaway():
+    # The event budget counted the whole session: --trials 100000 stopped at
+    # trial 1,653 with RunawaySimulation.  Here 30 runs of ~100 events each
+    # pass a 1,000-event budget that each run stays within.
+    import time as _time
+
+    from scenarios._base import ProcessSpec
+    from scenarios._sim import SimBackend
+
+    def naps(root):
+        for _ in range(50):
+            _time.sleep(0.1)
+
+    session = SimBackend(max_events=1000).session({"a": "vers=3"}, seed=0)
+    for _ in range(30):
+        session.run([ProcessSpec("a", naps, ())], timeout=10)
+    session.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "under-a-file"])
+def test_an_unwritable_database_is_refused_before_the_campaign(kind, tmp_path, capsys,
+                                                              monkeypatch):
+    import scenarios._explore_cli as explore_cli
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("the campaign ran although its findings could not be kept")
+
+    monkeypatch.setattr(explore_cli, "explore", must_not_run)
+    blocker = tmp_path / "db"
+    blocker.write_text("not a directory")
+    path = blocker if kind == "file" else blocker / "sub"
+    assert main(["explore", "refit", "--database", str(path)]) == 2
+    err = capsys.readouterr().err
+    said = ("is a file; allowed: a directory" if kind == "file"
+            else "cannot be written: Not a directory")
+    assert f"--database '{path}' {said}" in err
+
+
+def test_a_writable_database_directory_is_made_and_left_clean(tmp_path):
+    from scenarios._explore_cli import check_database
+
+    check_database(str(tmp_path / "new-db"))
+    assert list((tmp_path / "new-db").iterdir()) == []
 
 
 _LOADED_SCENARIOS = ("import sys, scenarios; {action}; print(' '.join(sorted("

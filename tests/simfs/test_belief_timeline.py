@@ -143,3 +143,42 @@ def test_a_file_name_that_is_not_utf8_is_shown_by_its_bytes_and_the_page_can_be_
     assert "<h2>/shared/t/m\\xff</h2>" in html
     (stall,) = [r for r in _svgs(html)[0].findall(f"{SVG}rect") if r.get("class") == "stall"]
     assert stall.get("data-host") == "b"
+
+
+def test_a_stall_in_a_long_run_is_drawn_zoomed_to_the_disagreement_and_the_whole_run_below():
+    # A 29 s stall in a 600 s run was a sliver of a lane drawn over the whole run.
+    world = World(seed=0)
+    world.server.mkdir("/shared/t")
+    world.spawn(world.host("a"), create_marker, MARKER, 1.0)
+    world.spawn(world.host("b"), poll_until_seen, MARKER)
+    world.spawn("a", posix.sleep, 600)  # the rest of a long job
+    recorder = BeliefRecorder(world, [MARKER])
+    world.run()
+    timeline = recorder.timeline()
+    html = render_html(timeline, title="long run")
+    zoomed, whole = _svgs(html)
+    ticks = [float(t.text.removesuffix(" s")) for t in zoomed.iter(f"{SVG}text")
+             if t.text.endswith(" s")]
+    # The stall is 1-30 s; the window adds a tenth of it on each side.
+    assert min(ticks) >= 0 and max(ticks) <= 30 + 2.9 + 1e-6
+    (stall,) = [r for r in zoomed.iter(f"{SVG}rect") if r.get("class") == "stall"]
+    assert float(stall.get("width")) > PLOT_W * 0.8
+    whole_ticks = [float(t.text.removesuffix(" s")) for t in whole.iter(f"{SVG}text")
+                   if t.text.endswith(" s")]
+    assert max(whole_ticks) == 600
+    assert "<details><summary>the whole run, 0-600.000 s</summary>" in html
+
+
+def test_the_rule_behind_each_stall_is_written_under_its_lanes_not_only_in_a_tooltip():
+    html = render_html(_stall_world(), title="stall")
+    without_tooltips = re.sub(r"<title>.*?</title>", "", html, flags=re.S)
+    rules = re.findall(r'<ul class="rules">\s*<li>(.*?)</li>', without_tooltips, re.S)
+    assert len(rules) == 1 and "acdirmin=30" in rules[0] and rules[0].startswith("b believed")
+
+
+def test_the_report_says_how_many_paths_and_stalls_it_shows_of_how_many():
+    timeline = _stall_world()
+    html = render_html(timeline, title="stall", paths=[], context="variant exists")
+    assert '<p class="counts">0 of 1 paths shown (those with stalls first); 0 of 1 stalls ' \
+        "shown.</p>" in html
+    assert '<p class="context">variant exists</p>' in html

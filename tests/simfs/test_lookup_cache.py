@@ -5,12 +5,12 @@ with knfsd: a name created on host A stays invisible to host B's
 ``exists()`` until B's cached attributes of the parent expire, acdirmin after
 B's *first* lookup; opening the directory (close-to-open) revalidates it.
 
-One poll later, here: ``t`` is made on the server after B mounted, so B's
-first LOOKUP of ``t`` sees its parent changed and the new dentry does not
-verify (``nfs_lookup`` saves the parent's verifier before the call,
-fs/nfs/dir.c); the second poll, 0.1 s on, looks ``t`` up again, which
-restarts its attribute timeout.  The measured stalls (DESIGN §3.5) cannot
-resolve that one poll.
+Here ``t`` is made on the server before B's first walk: that walk sends
+ACCESS for ``/shared`` first, whose post-op attributes show ``t``'s
+creation (``nfs3_proc_access`` -> ``nfs_refresh_inode``), so the LOOKUP of
+``t`` after it verifies and B's first lookup, at 0, is the one that caches
+"not found" (measured with fresh mounts, docs/nfs-facts.md: "A directory
+made before or after the mount").
 """
 
 import os
@@ -32,9 +32,9 @@ def test_a_negative_entry_outlives_the_file_until_acdirmin_expires(created_at):
     poller = world.spawn(b, poll_until_seen, MARKER)
     world.run()
     assert writer.result() == pytest.approx(created_at)
-    # The lookup at t=0.1 (see the module docstring) cached "not found"; the
+    # The lookup at 0 (see the module docstring) cached "not found"; the
     # parent's attributes, read then, expire acdirmin = 30 s later.
-    assert poller.result() == pytest.approx(30.1)
+    assert poller.result() == pytest.approx(30.0)
 
 
 def test_short_acdirmin_shortens_the_stall_to_acdirmin():
@@ -43,7 +43,7 @@ def test_short_acdirmin_shortens_the_stall_to_acdirmin():
     world.spawn(a, create_marker, MARKER, 1.2)
     poller = world.spawn(b, poll_until_seen, MARKER)
     world.run()
-    assert poller.result() == pytest.approx(3.1)  # acdirmin after the 0.1 s lookup
+    assert poller.result() == pytest.approx(3.0)  # acdirmin after the lookup at 0
 
 
 def test_opening_the_parent_directory_revalidates_it_within_one_poll():
@@ -119,9 +119,8 @@ def test_a_cached_positive_entry_hides_a_removal_until_acregmin():
     poller = world.spawn(b, poll_until_gone, "/shared/f")
     world.run()
     # B keeps the file's attributes for acregmin (3 s) after its lookup at
-    # 0.1 (the first one's dentry did not verify); the GETATTR then meets
-    # ESTALE and a fresh LOOKUP finds nothing.
-    assert poller.result() == pytest.approx(3.1)
+    # 0; the GETATTR then meets ESTALE and a fresh LOOKUP finds nothing.
+    assert poller.result() == pytest.approx(3.0)
 
 
 def _getattr_times(world, host):
@@ -232,7 +231,7 @@ def test_a_hosts_belief_names_the_negative_entry_and_when_acdirmin_ends_it():
     world.spawn(b, poll_until_seen, MARKER)
     world.run(until=29.95)
     stale = b.belief(MARKER)
-    assert (stale.believes, stale.until) == ("absent", pytest.approx(30.1))
+    assert (stale.believes, stale.until) == ("absent", pytest.approx(30.0))
     assert "negative dentry for 'marker' in /shared/t" in stale.because
     assert "acdirmin=30" in stale.because
     # A's own caches expired long ago (or never verified): its next stat asks.
@@ -250,3 +249,22 @@ def test_lookupcache_positive_believes_nothing_it_cached_as_absent():
     world.run()
     assert b.belief(MARKER).believes == "unknown"
     assert "never trusts a negative entry" in b.belief(MARKER).because
+
+
+def test_an_access_reply_that_shows_a_change_is_not_cached_so_the_next_walk_asks_again():
+    # nfs_do_access: the reply's attributes go through nfs_refresh_inode
+    # first, whose nfs_update_inode sets NFS_INO_INVALID_ACCESS on a change;
+    # the entry nfs_access_add_cache then adds is zapped at the next check
+    # (nfs_access_get_cached_locked), which sends ACCESS again.  b mounted
+    # before /shared/d was made, so its first ACCESS on /shared shows that.
+    def looks():
+        for _ in range(3):
+            os.path.exists("/shared/d/x")
+            posix.sleep(POLL)
+
+    world, _, b = two_hosts()
+    world.server.mkdir("/shared/d")
+    world.spawn(b, looks)
+    world.run()
+    assert [event.rpcs for event in world.trace.select(host="b", op="stat")] == [
+        ("ACCESS", "LOOKUP", "ACCESS", "LOOKUP"), ("ACCESS",), ()]

@@ -96,3 +96,75 @@ def test_a_process_stopped_by_a_host_crash_is_not_a_failure_of_its_own():
     process = world.spawn(world.host("a"), time.sleep, 5.0)
     world.run()
     assert isinstance(process.exception(), HostCrashed)  # for result() to report, not run()
+
+
+def _raises_in_a_thread():
+    import threading
+
+    def save():
+        raise ValueError("checkpoint 7 is corrupt")
+
+    thread = threading.Thread(target=save, name="saver")
+    thread.start()
+    thread.join()
+    return "main went on"
+
+
+def test_an_exception_in_a_user_thread_fails_that_thread_naming_it_and_not_an_escape():
+    # It was a SimulationEscape naming simfs/_patch/_threads.py: the default
+    # threading.excepthook read source files from the real disk.
+    world = World()
+    main = world.spawn(world.host("a"), _raises_in_a_thread, name="trainer")
+    with pytest.raises(ProcessFailed) as raised:
+        world.run()
+    ((name, host, error),) = raised.value.failures
+    assert (name, host) == ("saver", "a")
+    assert isinstance(error, ValueError) and str(error) == "checkpoint 7 is corrupt"
+    assert "process 'saver' on host 'a' raised ValueError: checkpoint 7 is corrupt" \
+        in str(raised.value)
+    assert main.result() == "main went on"  # as in Python, the main thread goes on
+
+
+def _thread_exits():
+    import sys
+    import threading
+
+    thread = threading.Thread(target=sys.exit, args=(3,), name="quitter")
+    thread.start()
+    thread.join()
+    return "main went on"
+
+
+def test_sys_exit_in_a_thread_ends_only_that_thread_quietly_as_in_python():
+    world = World()
+    main = world.spawn(world.host("a"), _thread_exits)
+    world.run()
+    assert main.result() == "main went on"
+
+
+def _exits(code):
+    import sys
+
+    sys.exit(code)
+
+
+@pytest.mark.parametrize("code", [0, None, False], ids=["0", "None", "False"])
+def test_sys_exit_with_status_0_is_a_process_that_succeeded(code):
+    world = World()
+    process = world.spawn(world.host("a"), _exits, code)
+    world.run()
+    assert process.exception() is None and process.result() is None
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    (3, "exited with status 3 (sys.exit(3))"),
+    ("bad config", "exited with status 1 (sys.exit('bad config'))"),
+    (True, "exited with status 1 (sys.exit(True))"),
+], ids=["3", "message", "True"])
+def test_sys_exit_with_another_status_is_a_failure_naming_the_status(code, said):
+    world = World()
+    world.spawn(world.host("a"), _exits, code, name="job")
+    with pytest.raises(ProcessFailed) as raised:
+        world.run()
+    assert f"process 'job' on host 'a' {said}" in str(raised.value)
+    assert isinstance(raised.value.failures[0][2], SystemExit)

@@ -138,6 +138,12 @@ def _exists_at(path: str, *times: float) -> list[bool]:
     return seen
 
 
+def _walked_shared_then_exists_at(path: str, *times: float) -> list[bool]:
+    """``_exists_at`` by a host that walked through /shared at 0.5 s (access cached)."""
+    _exists_at("/shared/z", 0.5)
+    return _exists_at(path, *times)
+
+
 def _mkdir_at(path: str, at: float) -> None:
     posix.sleep(at - posix.monotonic())
     os.mkdir(path)
@@ -146,15 +152,33 @@ def _mkdir_at(path: str, at: float) -> None:
 def test_a_negative_entry_in_a_directory_another_host_just_made_is_not_trusted():
     # DESIGN §3.5: A makes d at S-0.05; B's first access is exists("d/x") at S
     # (False); A makes d/x at S+0.05; B's exists("d/x") at S+0.1 is True.
-    # B's LOOKUP of d saw /shared changed, so d's dentry does not verify; the
-    # next walk LOOKUPs d again, sees d changed and distrusts its entries.
+    # As measured, B had walked through /shared before (its earlier trials):
+    # its access to /shared is cached, so its walk sends no ACCESS there,
+    # and B's LOOKUP of d is the first reply to show /shared changed: d's
+    # dentry does not verify; the next walk LOOKUPs d again, sees d changed
+    # and distrusts its entries.
     world = World()
     a, b = world.host("a"), world.host("b")
     world.spawn(a, _mkdir_at, "/shared/d", 0.95)
     world.spawn(a, _mkdir_at, "/shared/d/x", 1.05)
-    process = world.spawn(b, _exists_at, "/shared/d/x", 1.0, 1.1)
+    process = world.spawn(b, _walked_shared_then_exists_at, "/shared/d/x", 1.0, 1.1)
     world.run()
     assert process.result() == [False, True]
+
+
+def test_a_host_that_never_walked_the_parent_trusts_the_negative_entry_for_acdirmin():
+    # docs/nfs-facts.md, "A directory made before or after the mount"
+    # (measured): without B's access to /shared cached, B's walk first sends
+    # ACCESS for /shared, whose post-op attributes show d's creation
+    # (nfs3_proc_access -> nfs_refresh_inode); the LOOKUP of d then verifies,
+    # and the negative entry for d/x hides x until acdirmin (30 s) after it.
+    world = World()
+    a, b = world.host("a"), world.host("b")
+    world.spawn(a, _mkdir_at, "/shared/d", 0.95)
+    world.spawn(a, _mkdir_at, "/shared/d/x", 1.05)
+    process = world.spawn(b, _exists_at, "/shared/d/x", 1.0, 1.1, 30.9, 31.1)
+    world.run()
+    assert process.result() == [False, False, False, True]
 
 
 def test_a_negative_entry_confirmed_by_a_second_lookup_is_trusted_for_acdirmin():
@@ -164,7 +188,8 @@ def test_a_negative_entry_confirmed_by_a_second_lookup_is_trusted_for_acdirmin()
     a, b = world.host("a"), world.host("b")
     world.spawn(a, _mkdir_at, "/shared/d", 0.95)
     world.spawn(a, _mkdir_at, "/shared/d/y", 3.0)
-    process = world.spawn(b, _exists_at, "/shared/d/y", 1.0, 1.1, 5.0, 30.0, 31.2)
+    process = world.spawn(b, _walked_shared_then_exists_at, "/shared/d/y", 1.0, 1.1, 5.0,
+                          30.0, 31.2)
     world.run()
     assert process.result() == [False, False, False, False, True]
 

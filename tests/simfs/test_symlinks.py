@@ -56,9 +56,9 @@ def test_a_link_made_on_another_host_stays_hidden_by_a_negative_entry_until_acdi
     world.spawn(a, make_link)
     poller = world.spawn(b, poll)
     world.run()
-    # As for a file (tests/simfs/test_lookup_cache.py): B's lookup at t=0.1
+    # As for a file (tests/simfs/test_lookup_cache.py): B's lookup at 0
     # cached "not found" under a parent whose attributes expire 30 s later.
-    assert poller.result() == pytest.approx(30.1)
+    assert poller.result() == pytest.approx(30.0)
 
 
 def test_another_host_reads_lstats_stats_and_opens_through_a_link():
@@ -290,9 +290,10 @@ def test_a_replaced_link_is_followed_to_its_old_target_until_the_dentry_expires(
         os.symlink("two", "/shared/current")
 
     def reader():
-        # Two reads: the first LOOKUP's reply shows the root changed by A, so
-        # that dentry never verifies and the second read looks it up again
-        # (tests/simfs/test_lookup_cache.py, "one poll later").
+        # Two reads at 0: the first caches the link (b's first walk sends
+        # ACCESS for the root, whose attributes already show A's link, so its
+        # dentry verifies: tests/simfs/test_lookup_cache.py); the second
+        # answers from the caches.
         seen = [_read("/shared/current"), _read("/shared/current")]
         time.sleep(2)
         seen.append(_read("/shared/current"))
