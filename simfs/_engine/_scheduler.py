@@ -47,7 +47,9 @@ from .._errors import (
     ProcessNotFinished,
     RunawaySimulation,
 )
+from . import _routing
 from ._clock import VirtualClock
+from ._modules import MAIN, ModuleView, switch_to
 
 if TYPE_CHECKING:
     from .._os._seam import SyscallSeam
@@ -69,8 +71,9 @@ DONE: Final = 6
 
 _STATE_NAMES: Final = ("new", "runnable", "running", "sleeping", "blocked", "detached", "done")
 
-# Routing: which simulated process, if any, the calling OS thread is.
-_tls = _thread._local()
+# Routing: which simulated process, if any, the calling OS thread is (kept
+# in ``_routing``, which ``_modules`` reads too; re-exported for the routes).
+_tls = _routing._tls
 
 
 # Teardown resumes unfinished processes in rounds until all have ended.
@@ -101,8 +104,8 @@ class ProcessGroup:
     every process, so here each simulated process has its own.
     """
 
-    __slots__ = ("_counters", "_random", "cwd", "cwd_id", "fds", "live_threads", "pid",
-                 "rng_seed", "umask")
+    __slots__ = ("_counters", "_random", "cwd", "cwd_id", "fds", "live_threads", "modules",
+                 "pid", "rng_seed", "umask")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int) -> None:
         self.pid = pid
@@ -116,6 +119,9 @@ class ProcessGroup:
         self.rng_seed = rng_seed
         self._random: random.Random | None = None
         self._counters: dict[str, int] = {}
+        # The process's own copies of the program's modules (``_modules``);
+        # MAIN, the test's own, when the world shares them.
+        self.modules: ModuleView = MAIN
 
     def random(self) -> random.Random:
         if self._random is None:
@@ -472,6 +478,7 @@ class Scheduler:
     def _resume(self, process: Process) -> None:
         self.current = process
         process.state = RUNNING
+        switch_to(process.group.modules)
         if process.started:
             process._baton.release()
         else:
@@ -483,6 +490,7 @@ class Scheduler:
             if caller is not None and caller.abandoned:
                 return  # teardown stopped waiting for this thread long ago
             self.current = None
+            switch_to(MAIN)
             self._main_baton.release()
         else:
             self._resume(process)
