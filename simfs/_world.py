@@ -11,6 +11,7 @@ import inspect
 import itertools
 import posixpath
 import random
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,11 +19,11 @@ from typing import Any
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._greenlets import make_scheduler
 from ._engine._modules import MAIN as MODULES_MAIN
-from ._engine._modules import ModuleView, named_target
+from ._engine._modules import ModuleView, named_target, newly_shared
 from ._engine._modules import engage as engage_modules
 from ._engine._modules import own_copy as own_copy_of
 from ._engine._modules import release as release_modules
-from ._engine._scheduler import Process, ProcessGroup
+from ._engine._scheduler import Process, ProcessGroup, current_process
 from ._engine._trace import Trace
 from ._errors import (
     Deadlock,
@@ -31,6 +32,7 @@ from ._errors import (
     ProcessFailed,
     ProcessNotFinished,
     ReplayDiverged,
+    SharedModuleWarning,
     SimfsError,
 )
 from ._machine import (
@@ -372,6 +374,7 @@ class World:
             found = own_copy_of(target)
             if found is not None:
                 return lambda: _call_in_process(found(), args, kwargs)
+            return lambda: _call_in_process(target, args, kwargs)
         if inspect.iscoroutinefunction(target):
             from ._patch._trio import run_async
 
@@ -456,9 +459,20 @@ class World:
             self._finish_quiescent()
         elif until_ns is not None and self.clock.now_ns < until_ns:
             self.clock.advance_to(until_ns)
+        self._warn_shared_modules()
         failures = self._new_failures()
         if check and failures:
             raise ProcessFailed(failures) from failures[0][2]
+
+    def _warn_shared_modules(self) -> None:
+        if not self._per_process_modules:
+            return
+        for package, name in newly_shared((p.name, p.group.modules) for p in self._unsettled):
+            warnings.warn(SharedModuleWarning(
+                f"simulated processes share the package {package!r} (first seen in process "
+                f"{name!r}): it holds extension modules, which an interpreter loads once, so "
+                "its module state is one object in every process, as it never is across real "
+                "processes (docs/design.md, 'Processes: their own modules')"), stacklevel=3)
 
     def _new_failures(self) -> list[tuple[str, str, BaseException]]:
         """Processes that raised since the last run(), marked as seen."""
@@ -586,12 +600,20 @@ def _name_of(target: Callable[..., Any]) -> str:
 
 def _call_in_process(target: Callable[..., Any], args: tuple[Any, ...],
                      kwargs: dict[str, Any]) -> object:
-    """Call the process's own copy of a target, under trio if it is ``async def``."""
-    if inspect.iscoroutinefunction(target):
-        from ._patch._trio import run_async
+    """Call the process's own copy of a target (under trio if it is ``async def``),
+    then its ``atexit`` handlers, as an interpreter's main thread ends."""
+    from ._patch._interpreter import run_exit_handlers
 
-        return run_async(target, args, kwargs)
-    return target(*args, **kwargs)
+    try:
+        if inspect.iscoroutinefunction(target):
+            from ._patch._trio import run_async
+
+            return run_async(target, args, kwargs)
+        return target(*args, **kwargs)
+    finally:
+        process = current_process()
+        if process is not None:
+            run_exit_handlers(process)
 
 
 def _named_target(target: str) -> Callable[..., Any]:

@@ -67,25 +67,44 @@ _EXTENSIONS: Final = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
 class ModuleView:
-    """One OS process's per-process modules, by name.
+    """One OS process's per-process modules, by name, and its interpreter-wide state.
 
     ``shared`` names the packages this process used without a copy of its
     own (extension modules, and their pure-Python dependencies).
+
+    Besides modules, a real interpreter keeps state that programs configure
+    once per process: ``sys.argv``, ``warnings``' filters and
+    ``tempfile.tempdir`` (swapped with the modules), and its signal
+    handlers, ``atexit`` and fork hooks (kept here, read and written by the
+    routes for ``signal`` and ``atexit``).
     """
 
-    __slots__ = ("label", "names", "shared", "table")
+    __slots__ = ("argv", "at_exit", "at_fork", "filters", "label", "names", "shared",
+                 "signal_handlers", "table", "tempdir")
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, argv: list[str] | None = None,
+                 filters: list[Any] | None = None) -> None:
         self.label = label
         self.table: dict[str, ModuleType] = {}
         self.names: frozenset[str] = frozenset()
         self.shared: set[str] = set()
+        # A new interpreter's: the test's command line and -W options (a
+        # copy, as a child started with the same ones has), its default
+        # temporary directory found afresh (by tempfile, inside the process).
+        self.argv: list[str] = list(sys.argv) if argv is None else argv
+        warnings = sys.modules.get("warnings")
+        self.filters: list[Any] = (filters if filters is not None else
+                                   list(warnings.filters) if warnings is not None else [])
+        self.tempdir: Any = None
+        self.signal_handlers: dict[int, Any] = {}
+        self.at_exit: list[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self.at_fork: list[tuple[str, Callable[[], Any]]] = []
 
     def __repr__(self) -> str:
         return f"<ModuleView {self.label!r}: {len(self.table)} modules>"
 
 
-MAIN: Final = ModuleView("the test process")
+MAIN: Final = ModuleView("the test process", argv=sys.argv, filters=[])
 _installed: ModuleView = MAIN
 # Names the import system looked for since the last switch (sys.modules
 # misses): the only candidates for the running view's table.
@@ -124,7 +143,14 @@ def _top_is_per_process(top: str, module: ModuleType) -> bool:
     return verdict
 
 
+# Standard-library packages whose state a program configures for its whole
+# process (handlers, levels, loggers): each process imports its own.
+STDLIB_PER_PROCESS: Final = frozenset({"logging"})
+
+
 def _classify_top(top: str, module: ModuleType) -> bool:
+    if top in STDLIB_PER_PROCESS:
+        return True
     if top in sys.stdlib_module_names or top in HARNESS or top in ("__main__", "__mp_main__"):
         return False
     root = sys.modules.get(top, module)
@@ -303,6 +329,8 @@ def _adopt(view: ModuleView, names: Iterable[str]) -> None:
             if table.get(name) is not module:
                 table[name] = module
                 changed = True
+                if view is not MAIN:
+                    _note_shared(view, module)
         else:
             if name in table:
                 # Shared since (a dependency of a shared package): drop the copy.
@@ -314,6 +342,44 @@ def _adopt(view: ModuleView, names: Iterable[str]) -> None:
                     view.shared.add(top)
     if changed:
         view.names = frozenset(table)
+
+
+def _shared_top(value: object) -> str | None:
+    """The shared non-standard package ``value`` (a module, class or function) is from."""
+    name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+    if not isinstance(name, str):
+        return None
+    top = _top(name)
+    if top in sys.stdlib_module_names or top in HARNESS or top in ("__main__", "builtins"):
+        return None
+    module = sys.modules.get(top)
+    if module is None or per_process(top, module):
+        return None
+    return top
+
+
+_warned: set[str] = set()
+
+
+def newly_shared(processes: Iterable[tuple[str, ModuleView]]) -> list[tuple[str, str]]:
+    """(package, process name) for shared packages not reported before, once each."""
+    found: list[tuple[str, str]] = []
+    for name, view in processes:
+        for top in sorted(view.shared - _warned):
+            _warned.add(top)
+            found.append((top, name))
+    return found
+
+
+def _note_shared(view: ModuleView, module: ModuleType) -> None:
+    """Record the shared packages a process's own copy of ``module`` refers to."""
+    for value in list(vars(module).values()):
+        try:
+            top = _shared_top(value)
+        except Exception:  # a value whose __module__ runs code of its own
+            continue
+        if top is not None:
+            view.shared.add(top)
 
 
 def switch_to(view: ModuleView) -> None:
@@ -331,6 +397,17 @@ def switch_to(view: ModuleView) -> None:
         modules.pop(name, None)
     modules.update(view.table)
     _installed = view
+    outgoing.argv = sys.argv
+    sys.argv = view.argv
+    tempfile: Any = modules.get("tempfile")
+    if tempfile is not None:
+        outgoing.tempdir = tempfile.tempdir
+        tempfile.tempdir = view.tempdir
+    warnings: Any = modules.get("warnings")
+    if warnings is not None:
+        outgoing.filters = warnings.filters
+        warnings.filters = view.filters
+        warnings._filters_mutated()
 
 
 def release(view: ModuleView) -> None:

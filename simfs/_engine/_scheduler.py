@@ -227,6 +227,16 @@ class Process:
             raise self._error
         return self._value
 
+    @property
+    def shared_modules(self) -> frozenset[str]:
+        """Top-level packages this process used without a copy of its own.
+
+        With per-process modules, packages holding extension modules (numpy,
+        torch) are one copy for every process; see ``SharedModuleWarning``.
+        """
+        return frozenset(self.group.modules.shared) if self.group.modules is not MAIN \
+            else frozenset()
+
     def exception(self) -> BaseException | None:
         """What the callable raised, or None; raises if it has not finished."""
         if self.state != DONE:

@@ -31,6 +31,7 @@ from . import (
     _escapes,
     _fcntl,
     _ids,
+    _interpreter,
     _io,
     _limits,
     _logging,
@@ -69,7 +70,7 @@ def install() -> None:
         _installed = True
         for module in (_os, _io, _time, _cpu, _threads, _ids, _fcntl, _misc, _escapes, _mmap,
                        _native, _compat, _logging, _environ, _session, _users, _limits,
-                       _audit, _probes, _descriptors):
+                       _audit, _probes, _descriptors, _interpreter):
             module.install()
         from . import _asyncio
 
