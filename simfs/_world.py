@@ -226,6 +226,7 @@ class World:
                             f"{per_process_modules!r}")
         self._shared_modules = _check_shared_modules(shared_modules)
         self._per_process_modules = per_process_modules
+        self._reported_shared: set[str] = set()
         self.seed = seed
         self.export = export
         self.epoch_ns = EPOCH_NS
@@ -467,12 +468,16 @@ class World:
     def _warn_shared_modules(self) -> None:
         if not self._per_process_modules:
             return
-        for package, name in newly_shared((p.name, p.group.modules) for p in self._unsettled):
+        shared = newly_shared(((p.name, p.group.modules) for p in self._unsettled),
+                              self._reported_shared)
+        for package, _process in shared:
+            # One text per package, so Python's filters show it once per place.
             warnings.warn(SharedModuleWarning(
-                f"simulated processes share the package {package!r} (first seen in process "
-                f"{name!r}): it holds extension modules, which an interpreter loads once, so "
-                "its module state is one object in every process, as it never is across real "
-                "processes (docs/design.md, 'Processes: their own modules')"), stacklevel=3)
+                f"simulated processes share the package {package!r}: it holds extension "
+                "modules, which an interpreter loads once, so its module state is one object "
+                "in every process, as it never is across real processes (Process."
+                "shared_modules names it; docs/design.md, 'Processes: their own modules')"),
+                stacklevel=3)
 
     def _new_failures(self) -> list[tuple[str, str, BaseException]]:
         """Processes that raised since the last run(), marked as seen."""

@@ -358,15 +358,13 @@ def _shared_top(value: object) -> str | None:
     return top
 
 
-_warned: set[str] = set()
-
-
-def newly_shared(processes: Iterable[tuple[str, ModuleView]]) -> list[tuple[str, str]]:
-    """(package, process name) for shared packages not reported before, once each."""
+def newly_shared(processes: Iterable[tuple[str, ModuleView]], reported: set[str]
+                 ) -> list[tuple[str, str]]:
+    """(package, process name) for shared packages not in ``reported`` (added to it)."""
     found: list[tuple[str, str]] = []
     for name, view in processes:
-        for top in sorted(view.shared - _warned):
-            _warned.add(top)
+        for top in sorted(view.shared - reported):
+            reported.add(top)
             found.append((top, name))
     return found
 

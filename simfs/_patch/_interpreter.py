@@ -123,22 +123,21 @@ def install() -> None:
 
     real_at_fork = os.register_at_fork
 
-    def register_at_fork(*, before: Any = None, after_in_child: Any = None,
-                         after_in_parent: Any = None) -> None:
+    def register_at_fork(**hooks: Any) -> None:
         process = current_process()
         view = None if process is None else _own(process)
         if view is None:
-            real_at_fork(before=before, after_in_child=after_in_child,
-                         after_in_parent=after_in_parent)
+            real_at_fork(**hooks)
             return
-        hooks = {"before": before, "after_in_child": after_in_child,
-                 "after_in_parent": after_in_parent}
-        if all(hook is None for hook in hooks.values()):
-            raise TypeError("At least one argument is required.")
         for when, hook in hooks.items():
-            if hook is not None and not callable(hook):
+            if when not in ("before", "after_in_child", "after_in_parent"):
+                raise TypeError(f"'{when}' is an invalid keyword argument for "
+                                "register_at_fork()")
+            if not callable(hook):
                 raise TypeError(f"'{when}' must be callable, not {type(hook).__name__}")
-        view.at_fork.extend((when, hook) for when, hook in hooks.items() if hook is not None)
+        if not hooks:
+            raise TypeError("At least one argument is required.")
+        view.at_fork.extend(hooks.items())
 
     patch(os, "register_at_fork", register_at_fork)
 
