@@ -53,6 +53,7 @@ from ._nfs._mount import MountOptions
 from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
 from ._nfs._server import Server
 from ._nfs._serverview import ServerView
+from ._os._mounts import Mounts
 from ._os._syscalls import Syscalls
 
 Chooser = Callable[[int], int]
@@ -392,7 +393,7 @@ class World:
                      native_id: int) -> Process:
         process = Process(self.scheduler, len(self.processes), name, host, call, group,
                           parent, daemon, native_id)
-        process.syscalls = Syscalls(self, host, process)
+        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process), [])
         self.processes.append(process)
         self._unsettled.append(process)
         host.processes.append(process)
@@ -580,7 +581,7 @@ class World:
             self.scheduler.detach(thread, "its process exited (daemon thread)")
         group.live_threads.clear()
         if not host_of(process).crashed:
-            Syscalls(self, host_of(process), process).close_all()
+            process.syscalls.close_all()
         if group.modules is not MODULES_MAIN:
             release_modules(group.modules)
 

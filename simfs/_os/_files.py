@@ -8,7 +8,7 @@ instead of touching whatever real file has that number.
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import simulated_oserror
 
@@ -21,8 +21,8 @@ FD_BASE: Final = 1 << 20
 class OpenFile:
     """An open file description: what ``open()`` made and ``dup()`` shares."""
 
-    __slots__ = ("append", "fileid", "is_dir", "ofd_id", "path", "pin", "pos", "readable",
-                 "refs", "sync", "writable")
+    __slots__ = ("append", "fileid", "is_dir", "mount", "ofd_id", "path", "pin", "pos",
+                 "readable", "refs", "sync", "writable")
 
     def __init__(self, fileid: int, path: str, *, readable: bool, writable: bool,
                  append: bool, sync: bool, is_dir: bool, ofd_id: int) -> None:
@@ -37,6 +37,9 @@ class OpenFile:
         self.refs = 1
         self.ofd_id = ofd_id
         self.pin: Pin | None = None  # the name this open holds on its host
+        # The filesystem that opened it when not the export (a local disk's
+        # syscalls): its descriptor's calls go there (``_mounts``).
+        self.mount: Any = None
 
 
 def allocate_fd(table: dict[int, OpenFile], open_file: OpenFile) -> int:

@@ -35,6 +35,10 @@ class SyscallSeam(Protocol):
         """``export + "/"``: every path under the export starts with it."""
         ...
 
+    def machine_readable(self, path: object) -> bool:
+        """Whether a real read of ``path`` reads the machine's own files (read-only)."""
+        ...
+
     def owns_fd(self, fd: int) -> bool:
         """Whether ``fd`` is one of this process's simulated descriptors."""
         ...
@@ -209,6 +213,10 @@ class SyscallSeam(Protocol):
 
     def advise(self, fd: int, advice: int) -> None:
         """os.posix_fadvise with an access-pattern hint."""
+        ...
+
+    def close_all(self) -> int:
+        """Process exit: the kernel closes every descriptor (no trace, no yield)."""
         ...
 
     def held_fds(self) -> list[int]:

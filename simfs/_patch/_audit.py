@@ -166,9 +166,10 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
         mode = args[1] if len(args) > 1 and isinstance(args[1], str) else "r"
         reading = not flags & _WRITE_FLAGS and not set(mode) & set("wax+")
-        if reading and _code_read(path):
-            return
-    elif event in _READS and (_code_read(path) or _import_directory(path)):
+        if reading and (_code_read(path) or process.syscalls.machine_readable(path)):
+            return  # the machine's own files are read-only, and readable
+    elif event in _READS and (_code_read(path) or _import_directory(path)
+                              or process.syscalls.machine_readable(path)):
         return
     raise escape(process, f"a real {event}({path!r}) ran inside the simulation (an original "
                           "function captured where simfs could not reroute it)")

@@ -347,7 +347,7 @@ def open_a_socket() -> None:
 
 def swallow_an_escape() -> str:
     try:
-        os.stat("/etc")
+        os.rmdir("/etc")
     except Exception:
         return "swallowed"
     return "not reached"

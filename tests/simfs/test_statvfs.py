@@ -77,7 +77,7 @@ def test_fstatvfs_asks_through_the_descriptor_and_a_read_only_mount_says_so():
     assert [event.rpcs for event in world.trace.select(op="statvfs")] == [("FSSTAT",)] * 2
 
 
-def test_a_missing_path_is_enoent_and_a_path_outside_the_export_is_an_escape():
+def test_a_missing_path_is_enoent_and_the_real_machines_disks_are_an_escape():
     def missing():
         try:
             os.statvfs("/shared/nowhere")
@@ -86,5 +86,5 @@ def test_a_missing_path_is_enoent_and_a_path_outside_the_export_is_an_escape():
         return "no error"
 
     assert _run(missing)[0] == (errno.ENOENT, "/shared/nowhere")
-    with pytest.raises(SimulationEscape, match="outside the export"):
+    with pytest.raises(SimulationEscape, match="the real machine's disks differ"):
         _run(lambda: shutil.disk_usage("/"))
