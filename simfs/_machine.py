@@ -32,9 +32,11 @@ import difflib
 import functools
 import inspect
 import os
+import posixpath
+import re
 import zoneinfo
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from ._engine._scheduler import Process
@@ -223,3 +225,95 @@ def environment_of(process: Process) -> ProcessEnvironment:
     from ._world import host_of
 
     return host_of(process).world.environments[process.group.pid]
+
+
+# -- local disks ----------------------------------------------------------------------
+
+# /tmp is a tmpfs of half the host's 16 GiB (tmpfs(5)'s default size); /var/tmp
+# and the home directory are ext4 disks of their own.
+_GIB = 1 << 30
+DEFAULT_LOCAL: Final = (("/tmp", "tmpfs", 8 * _GIB), ("/var/tmp", "ext4", 64 * _GIB))
+HOME_SIZE: Final = 64 * _GIB
+_UNITS: Final = {"": 1, "B": 1, "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20,
+                 "G": 1 << 30, "GIB": 1 << 30, "T": 1 << 40, "TIB": 1 << 40}
+_SIZE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+# Where a local disk may not be mounted: the host answers these itself.
+_HOST_TREES: Final = ("/proc", "/dev", "/sys", "/run")
+
+
+def parse_size(value: object, where: str) -> int:
+    """A size in bytes: an int, or ``"4GiB"``/``"512MiB"``/``"4G"`` (binary units, as
+    tmpfs's ``size=`` reads them).
+
+    Raises:
+        TypeError: not an int or a str.
+        ValueError: no size, or smaller than one 4 KiB block.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise TypeError(f"{where}: a size is an int of bytes or a str such as '4GiB', "
+                        f"not {value!r}")
+    if isinstance(value, int):
+        size = value
+    else:
+        match = _SIZE.fullmatch(value)
+        unit = match.group(2).upper() if match else None
+        if match is None or unit not in _UNITS:
+            raise ValueError(
+                f"{where}: {value!r} is no size; write bytes as an int or a number with one "
+                "of the binary units B, KiB, MiB, GiB, TiB (K, M, G, T mean the same), "
+                "e.g. '4GiB'")
+        size = int(match.group(1)) * _UNITS[unit]
+    if size < 4096:
+        raise ValueError(f"{where}: {value!r} is smaller than one 4 KiB block; a local "
+                         "disk needs at least 4096 bytes")
+    return size
+
+
+def _overlaps(first: str, second: str) -> bool:
+    return first == second or first.startswith(second + "/") or second.startswith(first + "/")
+
+
+def local_mounts(home: str | None, local: object, export: str) -> list[tuple[str, str, int]]:
+    """The host's local filesystems: (mount point, type, size in bytes), defaults first.
+
+    ``/tmp`` and ``/var/tmp`` always; the home directory unless it is one of
+    them, under the export, or ``/``; then ``local``, a mapping of mount
+    points to sizes (``{"/scratch": "4GiB"}``).
+
+    Raises:
+        TypeError: ``local`` is not a mapping, or a point is not a str.
+        ValueError: a point that is not a clean absolute path, overlaps the
+            export, another local disk or a tree the host answers itself,
+            or a size that is no size.
+    """
+    mounts = list(DEFAULT_LOCAL)
+    if (home and home.startswith("/") and home != "/" and posixpath.normpath(home) == home
+            and not any(_overlaps(home, point) for point, _, _ in mounts)
+            and not _overlaps(home, export) and not home.startswith(_HOST_TREES)):
+        mounts.append((home, "ext4", HOME_SIZE))
+    if local is None:
+        return mounts
+    if not isinstance(local, Mapping):
+        raise TypeError(f"local= maps mount points to sizes, e.g. {{'/scratch': '4GiB'}}, "
+                        f"not {local!r}")
+    for point, size in local.items():
+        where = f"local={{{point!r}: {size!r}}}"
+        if not isinstance(point, str):
+            raise TypeError(f"{where}: a mount point is an absolute path str, not {point!r}")
+        if (not point.startswith("/") or point == "/" or posixpath.normpath(point) != point
+                or "\0" in point):
+            raise ValueError(f"{where}: a mount point is a clean absolute path other than "
+                             "'/', such as '/scratch'")
+        if _overlaps(point, export):
+            raise ValueError(f"{where}: {point!r} overlaps the export {export!r}; a local "
+                             "disk must be outside it (and the export outside the disk)")
+        for other, _, _ in mounts:
+            if _overlaps(point, other):
+                raise ValueError(f"{where}: {point!r} overlaps the local disk {other!r} "
+                                 f"(local disks: {', '.join(m[0] for m in mounts)}); "
+                                 "nested local mounts are not simulated")
+        if any(_overlaps(point, tree) for tree in _HOST_TREES):
+            raise ValueError(f"{where}: {point!r} is under {', '.join(_HOST_TREES)}, which "
+                             "the host answers itself")
+        mounts.append((point, "ext4", parse_size(size, where)))
+    return mounts

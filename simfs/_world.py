@@ -9,12 +9,13 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import os
 import posixpath
 import random
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._greenlets import make_scheduler
@@ -42,12 +43,14 @@ from ._machine import (
     check_spawn_env,
     check_zone,
     default_environment,
+    local_mounts,
     merged,
 )
 from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
 from ._nfs._faults import FaultPlan, FaultState
 from ._nfs._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
+from ._nfs._localdisk import LocalClient, LocalDisk
 from ._nfs._locks import LockTable
 from ._nfs._mount import MountOptions
 from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
@@ -63,13 +66,22 @@ class Host:
     """One machine with its own NFS client (``nosharecache``: its own caches)."""
 
     def __init__(self, world: World, name: str, options: MountOptions, mount: str,
-                 kernel: KernelProfile | None = None) -> None:
+                 kernel: KernelProfile | None = None,
+                 local: Sequence[tuple[str, str, int]] = ()) -> None:
         self.world = world
         self.name = name
         self.options = options
         self.mount = mount
         self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
         self.client = NfsClient(world.server_state, world.clock, options, self.kernel)
+        # Its local disks (see _nfs/_localdisk.py): mount point, type, size,
+        # the client over the disk's tree, and its device number.
+        self.local_disks: list[LocalMount] = []
+        for point, kind, size in local:
+            number = next(world._disk_numbers)
+            disk = LocalDisk(world.clock, world.epoch_ns, number, size)
+            self.local_disks.append(LocalMount(point, kind, size, LocalClient(disk, world.clock),
+                                               os.makedev(0, 64 + number)))
         self.crashed = False
         self.processes: list[Process] = []
         # The client's own writeback (DESIGN §3.5 "Writes"): delays drawn from
@@ -95,6 +107,16 @@ class Host:
         if normalized != export and not normalized.startswith(export + "/"):
             raise ValueError(f"path {path!r} is outside the export {export!r}")
         return belief(self.client, self.name, export, normalized, self.world.clock.now_ns)
+
+
+class LocalMount(NamedTuple):
+    """One local filesystem of a host: where, what, how big, and its state."""
+
+    point: str
+    kind: str
+    size: int
+    client: LocalClient
+    dev: int
 
 
 def _make_chooser(seed: int, chooser: Chooser | Sequence[int] | None) -> tuple[Chooser, bool]:
@@ -254,6 +276,7 @@ class World:
         self.rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")
         self.max_events = max_events
         self._ofd_ids = itertools.count(1)
+        self._disk_numbers = itertools.count(1)
         self._pids = itertools.count(1000)
         self._object_serials = itertools.count(1)
         self._names: Counter[str] = Counter()
@@ -272,26 +295,40 @@ class World:
 
     # -- building ---------------------------------------------------------------
 
-    def host(self, name: str, mount: str = "vers=3", kernel: str = DEFAULT_KERNEL) -> Host:
+    def host(self, name: str, mount: str = "vers=3", kernel: str = DEFAULT_KERNEL, *,
+             local: Mapping[str, int | str] | None = None) -> Host:
         """Add a host that mounts the export with nfs(5) ``mount`` options.
+
+        Every host also has local disks of its own, seen by no other host:
+        ``/tmp`` (a tmpfs), ``/var/tmp`` and the home directory (the world's
+        ``HOME``, ``/root`` by default), plain POSIX filesystems with no NFS
+        caches (``simfs/_nfs/_localdisk.py``).  ``rename`` and ``link``
+        between two filesystems are ``EXDEV``, as on Linux.
 
         Args:
             name: the host's name in traces and beliefs.
             mount: nfs(5) options, e.g. ``"vers=3,acdirmin=3"``.
             kernel: the client kernel release whose measured behaviour the
                 host follows where releases differ (``"6.1"``, ``"6.12"``).
+            local: more local disks, mount point to size in bytes or with a
+                binary unit: ``{"/scratch": "4GiB"}`` (node-local scratch).
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
             UnknownKernel: ``kernel`` is not a release simfs has measured.
-            ValueError: the name is empty or already taken.
+            ValueError: the name is empty or already taken; a local mount
+                point that overlaps the export or another local disk; a size
+                that is no size.
         """
         profile = kernel_profile(kernel)
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"host name must be a non-empty word, not {name!r}")
         if name in self.hosts:
             raise ValueError(f"host {name!r} already exists; hosts: {', '.join(self.hosts)}")
-        host = Host(self, name, MountOptions.parse(mount), mount, profile)
+        home = merged(default_environment(name, self.tz), self.env, zone=self.tz,
+                      where="World(env=)").get("HOME")
+        disks = local_mounts(home, local, self.export)
+        host = Host(self, name, MountOptions.parse(mount), mount, profile, disks)
         self.hosts[name] = host
         return host
 
@@ -393,7 +430,9 @@ class World:
                      native_id: int) -> Process:
         process = Process(self.scheduler, len(self.processes), name, host, call, group,
                           parent, daemon, native_id)
-        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process), [])
+        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process), [
+            Syscalls(self, host, process, local=(disk.point, disk.client, disk.dev))
+            for disk in host.local_disks])
         self.processes.append(process)
         self._unsettled.append(process)
         host.processes.append(process)

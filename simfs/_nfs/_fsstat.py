@@ -41,8 +41,11 @@ class FsStat:
     afiles: int
 
 
-def fsstat(used_blocks: int, inodes: int) -> FsStat:
-    """What FSSTAT answers with ``used_blocks`` taken and ``inodes`` in use."""
-    free = max(TOTAL_BYTES - used_blocks * BLOCK, 0)
-    files = max(TOTAL_FILES - inodes, 0)
-    return FsStat(TOTAL_BYTES, free, max(free - RESERVED_BYTES, 0), TOTAL_FILES, files, files)
+def fsstat(used_blocks: int, inodes: int, total_bytes: int = TOTAL_BYTES) -> FsStat:
+    """What FSSTAT answers with ``used_blocks`` taken and ``inodes`` in use,
+    on an ext4 of ``total_bytes`` laid out as above."""
+    total_files = total_bytes // (16 * 1024)
+    free = max(total_bytes - used_blocks * BLOCK, 0)
+    files = max(total_files - inodes, 0)
+    return FsStat(total_bytes, free, max(free - total_bytes * 5 // 100, 0), total_files, files,
+                  files)

@@ -111,10 +111,10 @@ class Inode:
 class Server:
     """The exported filesystem; every method is one NFSv3 procedure's effect."""
 
-    def __init__(self, clock: VirtualClock, epoch_ns: int) -> None:
+    def __init__(self, clock: VirtualClock, epoch_ns: int, first_fileid: int = 2) -> None:
         self._clock = clock
         self._epoch_ns = epoch_ns
-        self._next_fileid = 2
+        self._next_fileid = first_fileid
         self._change = 0
         self.inodes: dict[int, Inode] = {}
         self.root = self._new_inode(DIR, 0o755)

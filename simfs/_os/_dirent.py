@@ -125,20 +125,23 @@ _ST_RELATIME = 4096
 _NAME_MAX = 255  # namlen=255 in /proc/mounts
 
 
-def statvfs_result(counts: FsStat, *, readonly: bool) -> os.statvfs_result:
+def statvfs_result(counts: FsStat, *, readonly: bool,
+                   block_bits: int = _NFS_BLOCK_BITS) -> os.statvfs_result:
     """An ``os.statvfs_result`` as ``nfs_statfs`` (fs/nfs/super.c) builds it.
 
     Block size and fragment size are the superblock's block size, the wsize
     (1 MiB); the byte counts are rounded up to whole blocks; the free files
     are the available ones (``afiles``), and glibc copies them to f_favail.
-    NFS leaves f_fsid unset, so it is 0.
+    NFS leaves f_fsid unset, so it is 0.  A host's local disk passes
+    ``block_bits=12``: ext4's and tmpfs's 4 KiB blocks.
     """
-    round_up = _NFS_BLKSIZE - 1
+    block = 1 << block_bits
+    round_up = block - 1
     return os.statvfs_result((
-        _NFS_BLKSIZE, _NFS_BLKSIZE,
-        (counts.tbytes + round_up) >> _NFS_BLOCK_BITS,
-        (counts.fbytes + round_up) >> _NFS_BLOCK_BITS,
-        (counts.abytes + round_up) >> _NFS_BLOCK_BITS,
+        block, block,
+        (counts.tbytes + round_up) >> block_bits,
+        (counts.fbytes + round_up) >> block_bits,
+        (counts.abytes + round_up) >> block_bits,
         counts.tfiles, counts.afiles, counts.afiles,
         _ST_RELATIME | (_ST_RDONLY if readonly else 0), _NAME_MAX,
     ), {"f_fsid": 0})

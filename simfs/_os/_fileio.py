@@ -43,6 +43,7 @@ class FileCalls(PathWalk):
     _clock: VirtualClock
     _fds: dict[int, OpenFile]
     _group: ProcessGroup
+    _mount_ref: object
 
     def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None,
              path2: object = None) -> T:
@@ -126,6 +127,7 @@ class FileCalls(PathWalk):
                              sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
                              is_dir=attrs.is_dir, ofd_id=self._world._next_ofd_id())
         open_file.pin = pin
+        open_file.mount = self._mount_ref
         return allocate_fd(self._fds, open_file)
 
     def close(self, fd: int) -> None:

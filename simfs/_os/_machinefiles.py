@@ -71,11 +71,6 @@ _KEPT_FLAGS = (os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_NOATIME", 0)
                | getattr(os, "O_PATH", 0))
 
 
-# A host's own local state (its /tmp, /var/tmp and root's home): never the
-# real machine's, whose files there are another user's or another run's.
-LOCAL_TREES = ("/tmp", "/var/tmp", "/root")
-
-
 def installation_roots() -> tuple[str, ...]:
     """Where the interpreter and its packages are installed, each ending in "/".
 
@@ -88,13 +83,6 @@ def installation_roots() -> tuple[str, ...]:
     if user_site and user_site in sys.path:
         roots.add(user_site)
     return tuple(sorted(root.rstrip("/") + "/" for root in roots))
-
-
-def is_local(text: str) -> bool:
-    """Whether a normalised absolute path is in a host's local trees, not the machine's."""
-    if not any(text == tree or text.startswith(tree + "/") for tree in LOCAL_TREES):
-        return False
-    return not (text + "/").startswith(installation_roots())
 
 
 def is_identity(text: str) -> bool:
@@ -246,11 +234,6 @@ class MachineFiles:
                 f"{call}({os.fspath(path)!r}): this path names the real machine or its "
                 "users, which a simulated host does not read (the world answers "
                 "socket.gethostname(), pwd, grp and its own /proc and /dev entries)")
-        if is_local(text):
-            raise self.escape(
-                f"{call}({os.fspath(path)!r}): {', '.join(LOCAL_TREES)} are the host's own "
-                "local disks, not the real machine's files; local disks are not simulated "
-                "(use the export)")
         return text
 
     def stat(self, path: PathArg | int, *, dir_fd: int | None = None,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import SimulationEscape, simulated_oserror
 from ._dirent import SimScandirIterator
-from ._machinefiles import MachineFile, MachineFiles, is_identity, is_local
+from ._machinefiles import MachineFile, MachineFiles, installation_roots, is_identity
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -47,6 +47,7 @@ class Mounts:
             ((fs.export_prefix, fs) for fs in (export, *local)),
             key=lambda pair: -len(pair[0]))
         self.machine = MachineFiles(world, host, process, self._names)
+        self._installed = installation_roots()
         # "/" and the directories above each mount point: the host answers
         # their stat itself (``_patch/_proc``); their listing mixes the real
         # machine's entries with the world's mounts, and is not simulated.
@@ -67,6 +68,10 @@ class Mounts:
         probe = text + "/"
         for prefix, filesystem in self._mounts:
             if probe.startswith(prefix):
+                if filesystem is not self._export and probe.startswith(self._installed):
+                    # The interpreter and its packages, even under a local disk's
+                    # mount point (this machine's is under /root/.pyenv).
+                    return self.machine
                 return filesystem
         return self.machine
 
@@ -131,7 +136,7 @@ class Mounts:
             return False
         text = posixpath.normpath(path)
         return (isinstance(self._of_text(text), MachineFiles) and not is_identity(text)
-                and not is_local(text) and text not in self._above)
+                and text not in self._above)
 
     # -- the process and the world ----------------------------------------------------
 

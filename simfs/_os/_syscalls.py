@@ -115,21 +115,29 @@ def _describe(result: object) -> str:
 class Syscalls(FileCalls, DirectoryCalls):
     """The syscalls of one simulated process (threads share their process's fds)."""
 
-    def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process) -> None:
+    def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process, *,
+                 local: tuple[str, nfs.NfsClient, int] | None = None) -> None:
+        """The export's syscalls; with ``local`` (mount point, client, device
+        number), a local disk's of the host, whose descriptors name it."""
         self._world = world
         self._host = host
         self._process = process
-        self._client = host.client
+        mount, client, self._dev = (world.export, host.client, EXPORT_DEV) if local is None \
+            else local
+        self._client = client
         self._scheduler = world.scheduler
         self._clock = world.clock
         self._fds: dict[int, OpenFile] = process.group.fds
         self._group = process.group
-        self._export = world.export
-        self.export = world.export
-        self.export_prefix = world.export + "/"
-        self._mount_parts = [part for part in world.export.split("/") if part]
-        self._resolved = _resolved_under(world.export)
-        writeback = host.client.writeback
+        self._export = mount
+        self.export = mount
+        self.export_prefix = mount + "/"
+        self._mount_parts = [part for part in mount.split("/") if part]
+        # Components under the mount: the same for every host's disk at that point.
+        self._resolved = _resolved_under(mount)
+        # What its descriptors carry (OpenFile.mount): None for the export.
+        self._mount_ref: Syscalls | None = None if local is None else self
+        writeback = client.writeback
         self._writebacks = None if writeback is None else writeback.queue
 
     # -- the shape of every call ---------------------------------------------
@@ -348,7 +356,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         return fd in self._fds
 
     def _stat(self, attrs: Attrs) -> os.stat_result:
-        return stat_result(attrs, EXPORT_DEV)
+        return stat_result(attrs, self._dev)
 
     # -- metadata ---------------------------------------------------------------
 
@@ -469,6 +477,8 @@ class Syscalls(FileCalls, DirectoryCalls):
         def effect() -> os.statvfs_result:
             found = target()
             counts = self._client.fsstat(found if isinstance(found, int) else found.fileid)
+            if self._mount_ref is not None:  # a local disk: 4 KiB blocks
+                return statvfs_result(counts, readonly=False, block_bits=12)
             return statvfs_result(counts, readonly=self._client.options.readonly)
 
         return self._run("statvfs", shown, effect, _named(path))

@@ -130,20 +130,40 @@ def _mount_options(process: Process) -> str:
     return ",".join(parts)
 
 
+def _local_lines(process: Process) -> list[tuple[str, str, str, str, str]]:
+    """(source, point, type, options, major:minor) of each of the host's local disks."""
+    lines = []
+    for index, disk in enumerate(host_of(process).local_disks):
+        dev = f"{os.major(disk.dev)}:{os.minor(disk.dev)}"
+        if disk.kind == "tmpfs":  # shmem_show_options: the size in KiB
+            lines.append(("tmpfs", disk.point, "tmpfs",
+                          f"rw,nosuid,nodev,size={disk.size // 1024}k", dev))
+        else:
+            lines.append((f"/dev/sd{chr(ord('a') + index)}", disk.point, "ext4",
+                          "rw,relatime", dev))
+    return lines
+
+
 def _mounts(process: Process) -> str:
     export = host_of(process).world.export
+    local = "".join(f"{source} {point} {kind} {options} 0 0\n"
+                    for source, point, kind, options, _ in _local_lines(process))
     return (f"/dev/sda1 / ext4 rw,relatime 0 0\n"
             f"proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
-            f"nfs-server:{export} {export} nfs {_mount_options(process)} 0 0\n")
+            f"nfs-server:{export} {export} nfs {_mount_options(process)} 0 0\n{local}")
 
 
 def _mountinfo(process: Process) -> str:
     export = host_of(process).world.export
     nfs = f"{os.major(EXPORT_DEV)}:{os.minor(EXPORT_DEV)}"
+    local = "".join(f"{41 + index} 21 {dev} / {point} {options} shared:{31 + index} - {kind} "
+                    f"{source} rw\n"
+                    for index, (source, point, kind, options, dev)
+                    in enumerate(_local_lines(process)))
     return (f"21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
             f"22 21 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc rw\n"
             f"40 21 {nfs} / {export} rw,relatime shared:30 - nfs nfs-server:{export} "
-            f"{_mount_options(process)}\n")
+            f"{_mount_options(process)}\n{local}")
 
 
 def _pid_of(process: Process, part: str) -> int | None:
