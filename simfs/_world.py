@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._greenlets import make_scheduler
 from ._engine._modules import MAIN as MODULES_MAIN
-from ._engine._modules import ModuleView, named_target, newly_shared
+from ._engine._modules import ModuleView, named_target, newly_shared, own_arguments
 from ._engine._modules import engage as engage_modules
 from ._engine._modules import own_copy as own_copy_of
 from ._engine._modules import release as release_modules
@@ -350,12 +350,13 @@ class World:
         An ``async def`` target runs under ``trio.run`` on the world's clock.
 
         With per-process modules (the default) the process runs ``target`` as
-        found in its own copy of ``target.__module__``: a top-level function
-        or class by its qualified name, a nested function or lambda with its
-        own code and the copy's globals (its closure's cells are the test's,
-        shared).  ``target`` may also name a function as
-        ``"package.module:function"``.  A bound method or other callable
-        object is the test's own, shared.
+        found in its own copy of ``target.__module__`` when ``pickle`` would
+        send it by name: a function or class defined at a module's top level
+        (or a ``functools.partial`` of one); arguments that are such
+        functions or classes are the process's own too.  ``target`` may also
+        name a function as ``"package.module:function"``.  A closure, lambda,
+        bound method or other object is the test's own, shared with the
+        test's modules.
 
         Args:
             env: changes to the world's environment for this process only
@@ -411,6 +412,10 @@ class World:
         if self._per_process_modules:
             engage_modules(self._shared_modules)
             found = own_copy_of(target)
+            arguments = own_arguments(args, kwargs)
+            if arguments is not None:
+                own_target = found if found is not None else (lambda: target)
+                return lambda: _call_in_process(own_target(), *arguments())
             if found is not None:
                 return lambda: _call_in_process(found(), args, kwargs)
             return lambda: _call_in_process(target, args, kwargs)

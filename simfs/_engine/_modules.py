@@ -264,12 +264,19 @@ class _OwnCopyLoader(importlib.abc.Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        code = _code_cache.get(self._key)
-        if code is None:
-            code = self._compile(module)
+        process = _tls.process
+        if process is not None:
+            process.importing += 1
+        try:
+            code = _code_cache.get(self._key)
             if code is None:
-                return  # the loader ran the body itself, once, routed (below)
-        exec(code, module.__dict__)
+                code = self._compile(module)
+                if code is None:
+                    return  # the loader ran the body itself, once, routed (below)
+            exec(code, module.__dict__)
+        finally:
+            if process is not None:
+                process.importing -= 1
 
     def _compile(self, module: ModuleType) -> Any:
         loader = self._loader
@@ -456,10 +463,12 @@ def _resolve_qualname(module: ModuleType, qualname: str) -> object:
 def own_copy(target: Callable[..., Any]) -> Callable[..., Any] | None:
     """How to find ``target`` in the running process's own modules, or None if shared.
 
-    A function or class defined at a module's top level is looked up by its
-    qualified name in the process's copy of its module; a function defined
-    inside another (a closure, a lambda) runs its own code with the copy's
-    globals, and its closure cells (values the test captured) shared.
+    The rule is ``pickle``'s (and so ``multiprocessing``'s): what pickle
+    sends by reference, a function or class defined at a module's top level,
+    is looked up by its qualified name in the process's copy of its module
+    (a ``functools.partial`` of one too, its arguments as they are).  What
+    pickle cannot send by name (a closure, a lambda, a bound method, a
+    callable object) is the test's own, shared with its module globals.
     Returns a zero-argument callable that does the lookup when called
     inside the process, so the copy is imported there.
     """
@@ -471,9 +480,12 @@ def own_copy(target: Callable[..., Any]) -> Callable[..., Any] | None:
             return None
         args, keywords = target.args, target.keywords
         return lambda: functools.partial(inner(), *args, **keywords)
+    if not isinstance(target, FunctionType | type):
+        return None
     module_name = getattr(target, "__module__", None)
     qualname = getattr(target, "__qualname__", None)
-    if not isinstance(module_name, str) or not isinstance(qualname, str):
+    if (not isinstance(module_name, str) or not isinstance(qualname, str)
+            or "<locals>" in qualname or "<lambda>" in qualname):
         return None
     module = sys.modules.get(module_name)
     if module_name == "__main__":
@@ -481,13 +493,44 @@ def own_copy(target: Callable[..., Any]) -> Callable[..., Any] | None:
             return None
     elif module is None or not per_process(module_name, module):
         return None
-    if isinstance(target, FunctionType):
-        code = target.__code__
-        if "<locals>" not in qualname and "<lambda>" not in qualname:
-            return lambda: _by_name(module_name, qualname)
-        return lambda: _with_copy_globals(module_name, target, code)
-    if isinstance(target, type) and "<locals>" not in qualname:
-        return lambda: _by_name(module_name, qualname)
+    try:
+        if _resolve_qualname(module, qualname) is not target:
+            return None  # not found under its name (replaced, or made at run time)
+    except AttributeError:
+        return None
+    return lambda: _by_name(module_name, qualname)
+
+
+def own_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]
+                  ) -> Callable[[], tuple[tuple[Any, ...], dict[str, Any]]] | None:
+    """How to find the arguments' classes and functions in the process's own modules.
+
+    As ``pickle`` (and so ``multiprocessing``) hands a class or function to
+    another process by name, an argument that is a class, a function or a
+    ``functools.partial`` of one, from a per-process module, becomes the
+    process's own (so ``except filelock.Timeout`` in the process catches
+    what a ``filelock.FileLock`` passed in raises).  Any other object is the
+    test's, shared.  None when no argument needs it.
+    """
+    found = {index: own for index, value in enumerate(args)
+             if (own := _own_argument(value)) is not None}
+    found_kw = {key: own for key, value in kwargs.items()
+                if (own := _own_argument(value)) is not None}
+    if not found and not found_kw:
+        return None
+
+    def resolve() -> tuple[tuple[Any, ...], dict[str, Any]]:
+        own_args = tuple(found[i]() if i in found else value for i, value in enumerate(args))
+        own_kwargs = {key: found_kw[key]() if key in found_kw else value
+                      for key, value in kwargs.items()}
+        return own_args, own_kwargs
+
+    return resolve
+
+
+def _own_argument(value: object) -> Callable[[], Any] | None:
+    if isinstance(value, type | FunctionType | functools.partial):
+        return own_copy(value)
     return None
 
 
@@ -547,14 +590,4 @@ def _by_name(module_name: str, qualname: str) -> Any:
             "function defined at the module's top level, or pass World("
             "per_process_modules=False) to run the test's own object, shared with every "
             "process") from None
-
-
-def _with_copy_globals(module_name: str, target: FunctionType, code: Any) -> Any:
-    copy = import_copy(module_name)
-    function = FunctionType(code, copy.__dict__, target.__name__, target.__defaults__,
-                            target.__closure__)
-    function.__kwdefaults__ = target.__kwdefaults__
-    function.__qualname__ = target.__qualname__
-    function.__dict__.update(target.__dict__)
-    return function
 

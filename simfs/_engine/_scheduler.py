@@ -149,7 +149,8 @@ class Process:
     """
 
     __slots__ = ("_baton", "_error", "_joiners", "_strand", "_value", "_wait_token", "abandoned",
-                 "daemon", "group", "host", "ident", "kill", "last_call", "name", "native_id",
+                 "daemon", "group", "host", "ident", "importing", "kill", "last_call", "name",
+                 "native_id",
                  "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
                  "thread", "waiting_on", "woken")
 
@@ -186,6 +187,9 @@ class Process:
         self.last_call: tuple[str, str] | None = None
         self.kill: BaseException | None = None
         self.abandoned = False
+        # Module bodies this process is running now (``_modules``): an import
+        # is not a point where another process may run (see yield_running).
+        self.importing = 0
         self._joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
@@ -302,6 +306,12 @@ class Scheduler:
         if self.progress > self.max_events:
             self._stop_runaway(process)
         if not self.runnable and not (self.timers and self.timers[0][0] <= self.clock.now_ns):
+            return
+        if process.importing:
+            # Python's import locks are real locks, one per module name for
+            # the whole interpreter: a second process importing the same
+            # name while this one runs its body would wait on one for real.
+            # A module body's syscalls run, but nothing else runs between them.
             return
         process.state = RUNNABLE
         self.runnable.append(process)

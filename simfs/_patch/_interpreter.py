@@ -11,8 +11,8 @@ copy of ``logging`` alive for good.
 
 So, inside a process (with per-process modules, ``World``'s default):
 
-- ``signal.signal``/``signal.getsignal`` read and write the process's own
-  table.  It starts as a new CPython process's does (SIGINT runs
+- ``signal.signal``/``signal.getsignal`` (and ``set_wakeup_fd``) read and
+  write the process's own table.  It starts as a new CPython process's does (SIGINT runs
   ``default_int_handler``; SIGPIPE and SIGXFSZ are ignored, Python's start-up
   sets them so; every other signal ``SIG_DFL``).  Only the process's main
   thread may set one, as CPython requires.  No signal is ever delivered
@@ -46,6 +46,8 @@ from ._registry import patch
 _FRESH: dict[int, Any] = {signal.SIGINT: signal.default_int_handler,
                           signal.SIGPIPE: signal.SIG_IGN, signal.SIGXFSZ: signal.SIG_IGN}
 _UNCATCHABLE = (signal.SIGKILL, signal.SIGSTOP)
+# Where a process's signal.set_wakeup_fd number is kept in its handler table.
+_WAKEUP_FD = -1
 
 
 def _own(process: Process) -> ModuleView | None:
@@ -97,6 +99,27 @@ def install() -> None:
 
     patch(signal, "signal", signal_route)
     patch(signal, "getsignal", getsignal_route)
+
+    real_set_wakeup_fd = signal.set_wakeup_fd
+
+    def set_wakeup_fd(fd: Any, /, *, warn_on_full_buffer: bool = True) -> int:
+        # trio's run loop sets one when it believes it runs on the main
+        # thread (its test: signal.signal succeeds).  No signal is delivered
+        # in the world, so the process only keeps the number.
+        process = current_process()
+        view = None if process is None else _own(process)
+        if process is None or view is None:
+            return int(real_set_wakeup_fd(fd, warn_on_full_buffer=warn_on_full_buffer))
+        number = fd.__index__() if hasattr(fd, "__index__") else None
+        if not isinstance(number, int):
+            raise TypeError(f"'{type(fd).__name__}' object cannot be interpreted as an integer")
+        if not _main_thread(process):
+            raise ValueError("set_wakeup_fd only works in main thread of the main interpreter")
+        previous = view.signal_handlers.get(_WAKEUP_FD, -1)
+        view.signal_handlers[_WAKEUP_FD] = number
+        return int(previous)
+
+    patch(signal, "set_wakeup_fd", set_wakeup_fd)
 
     real_register, real_unregister = atexit.register, atexit.unregister
 

@@ -63,18 +63,23 @@ def test_threads_of_one_process_share_its_modules():
     assert run_alone(w, w.host("a"), cache.pod_with_a_helper_thread, "m", "/shared") == (1, 1)
 
 
-def test_a_closure_runs_with_its_module_copy_globals_and_the_test_captured_values():
-    captured = []
-
+def test_a_closure_is_the_test_own_and_shares_the_test_modules_as_pickle_would_refuse_it():
     def body():
-        captured.append("ran")
         return id(cache._lock)
 
     w = World(seed=1)
     a = w.host("a")
-    assert run_alone(w, a, body) != id(cache._lock)
-    assert run_alone(w, a, lambda: id(cache._memo)) != id(cache._memo)
-    assert captured == ["ran"]
+    assert run_alone(w, a, body) == id(cache._lock)
+    assert run_alone(w, a, lambda: id(cache._memo)) == id(cache._memo)
+
+
+def _lock_id_of(function):
+    return id(function.__globals__["_lock"])
+
+
+def test_a_top_level_function_passed_as_an_argument_is_the_process_own_as_pickle_sends_it():
+    w = World(seed=1)
+    assert run_alone(w, w.host("a"), _lock_id_of, cache.fetch) != id(cache._lock)
 
 
 def test_a_target_may_be_named_module_colon_function():
