@@ -377,11 +377,15 @@ class World:
         check_spawn_env(target, env)
         changes = check_env({} if env is None else env, "spawn(env=)")
         variables = merged(self.environment(where), changes, zone=self.tz, where="spawn(env=)")
-        call = self._as_callable(target, args, kwargs)
+        call, own_modules = self._as_callable(target, args, kwargs)
         group = ProcessGroup(next(self._pids), self.export,
                              self.random.getrandbits(64))
         if self._per_process_modules:
-            group.modules = ModuleView(f"pid {group.pid}")
+            # A target the test made itself (a closure, a lambda, a bound
+            # method) runs with the test's modules, as it was written
+            # against them; its process still has its own interpreter state.
+            group.modules = ModuleView(f"pid {group.pid}",
+                                       modules_of=None if own_modules else MODULES_MAIN)
         self.environments[group.pid] = ProcessEnvironment(variables)
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
                                  group, parent=None, daemon=False, native_id=group.pid)
@@ -399,7 +403,8 @@ class World:
                                  parent=parent, daemon=daemon, native_id=next(self._pids))
 
     def _as_callable(self, target: Callable[..., Any], args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Callable[[], object]:
+                     kwargs: dict[str, Any]) -> tuple[Callable[[], object], bool]:
+        """The process's body, and whether it runs with modules of its own."""
         if not callable(target):
             raise TypeError(f"spawn needs a callable target, not {target!r}")
         from ._patch import install
@@ -412,18 +417,17 @@ class World:
         if self._per_process_modules:
             engage_modules(self._shared_modules)
             found = own_copy_of(target)
+            if found is None:
+                return (lambda: _call_in_process(target, args, kwargs)), False
             arguments = own_arguments(args, kwargs)
             if arguments is not None:
-                own_target = found if found is not None else (lambda: target)
-                return lambda: _call_in_process(own_target(), *arguments())
-            if found is not None:
-                return lambda: _call_in_process(found(), args, kwargs)
-            return lambda: _call_in_process(target, args, kwargs)
+                return (lambda: _call_in_process(found(), *arguments())), True
+            return (lambda: _call_in_process(found(), args, kwargs)), True
         if inspect.iscoroutinefunction(target):
             from ._patch._trio import run_async
 
-            return lambda: run_async(target, args, kwargs)
-        return lambda: target(*args, **kwargs)
+            return (lambda: run_async(target, args, kwargs)), False
+        return (lambda: target(*args, **kwargs)), False
 
     def _unique_name(self, name: str) -> str:
         self._names[name] += 1

@@ -79,12 +79,16 @@ class ModuleView:
     routes for ``signal`` and ``atexit``).
     """
 
-    __slots__ = ("argv", "at_exit", "at_fork", "filters", "label", "names", "shared",
+    __slots__ = ("argv", "at_exit", "at_fork", "filters", "label", "names", "owner", "shared",
                  "signal_handlers", "table", "tempdir")
 
     def __init__(self, label: str, argv: list[str] | None = None,
-                 filters: list[Any] | None = None) -> None:
+                 filters: list[Any] | None = None, modules_of: ModuleView | None = None
+                 ) -> None:
         self.label = label
+        # Whose module table this process uses: its own, or (``modules_of``)
+        # the test's, for a target that is the test's own object.
+        self.owner: ModuleView = self if modules_of is None else modules_of
         self.table: dict[str, ModuleType] = {}
         self.names: frozenset[str] = frozenset()
         self.shared: set[str] = set()
@@ -208,16 +212,21 @@ class _FreshImports(importlib.abc.MetaPathFinder):
         process = getattr(_tls, "process", None)
         if process is None:
             return None
-        _tls.process = None
         try:
             for finder in sys.meta_path:
                 if finder is self or not hasattr(finder, "find_spec"):
                     continue
+                # The standard finders run routed: their file reads are below
+                # every route already, and the audit hook must still see a
+                # sys.path entry in the export (code there is refused, not
+                # looked for on the real disk).  Another finder runs unrouted.
+                _tls.process = process if _standard(finder) else None
                 spec = finder.find_spec(fullname, path, target)
                 if spec is not None:
                     break
             else:
                 return None
+            _tls.process = None
             loader = spec.loader
             origin = spec.origin
             if (loader is not None and hasattr(loader, "exec_module") and spec.has_location
@@ -231,6 +240,16 @@ class _FreshImports(importlib.abc.MetaPathFinder):
         finally:
             _tls.process = process
         return spec
+
+
+def _standard(part: object) -> bool:
+    """A finder or loader of the standard library's import system.
+
+    (PathFinder is a class used as a finder; others are instances.)
+    """
+    owner = part if isinstance(part, type) else type(part)
+    module = getattr(owner, "__module__", "") or ""
+    return module.startswith(("importlib", "_frozen_importlib", "zipimport"))
 
 
 # Compiled module code by (source path, mtime, size): code objects are
@@ -423,14 +442,16 @@ def switch_to(view: ModuleView) -> None:
     outgoing = _installed
     if outgoing is view:
         return
+    leaving, entering = outgoing.owner, view.owner
     if _fresh:
         fresh = list(_fresh)
         _fresh.clear()
-        _adopt(outgoing, fresh)
+        _adopt(leaving, fresh)
     modules = sys.modules
-    for name in outgoing.names - view.names:
-        modules.pop(name, None)
-    modules.update(view.table)
+    if leaving is not entering:
+        for name in leaving.names - entering.names:
+            modules.pop(name, None)
+        modules.update(entering.table)
     _installed = view
     outgoing.argv = sys.argv
     sys.argv = view.argv
@@ -449,8 +470,9 @@ def release(view: ModuleView) -> None:
     """Forget a view whose process has ended (its copies are freed with it)."""
     if _installed is view:
         switch_to(MAIN)
-    view.table.clear()
-    view.names = frozenset()
+    if view.owner is view:
+        view.table.clear()
+        view.names = frozenset()
 
 
 def _resolve_qualname(module: ModuleType, qualname: str) -> object:
