@@ -20,6 +20,11 @@ class SimSession:
     """One world; ``run`` spawns processes with root ``/shared`` and runs them out."""
 
     def __init__(self, hosts: Mapping[str, str], seed: int, **world: Any) -> None:
+        # The scenarios model what the seeds' hosts share besides the export
+        # (refit's communicator and ledger RPCs, transfer's ssh pipe) as
+        # objects handed to every process, whose classes and exceptions must
+        # be the same ones in each: their processes share the test's modules.
+        world.setdefault("per_process_modules", False)
         self.world = World(seed=seed, export=EXPORT, **world)
         self._events_per_run = self.world.max_events
         for name, mount in hosts.items():

@@ -29,6 +29,7 @@ from ._errors import (
     ProcessNotFinished,
     ReplayDiverged,
     RunawaySimulation,
+    SharedModuleWarning,
     SimfsError,
     SimulationEscape,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "ProcessNotFinished",
     "ReplayDiverged",
     "RunawaySimulation",
+    "SharedModuleWarning",
     "SimfsError",
     "SimulationEscape",
     "Timeline",

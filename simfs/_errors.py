@@ -36,6 +36,17 @@ class MountOptionWarning(UserWarning):
     """
 
 
+class SharedModuleWarning(UserWarning):
+    """Simulated processes used a package that they cannot each have a copy of.
+
+    Each simulated process imports its own copy of the program's pure-Python
+    modules; a package that holds extension modules (numpy, torch, pyarrow)
+    can be loaded once per interpreter, so its module state is the same
+    object in every process, as it never is across real processes.  Warned
+    once per package (docs/design.md, "Processes: their own modules").
+    """
+
+
 class FaultPlanError(SimfsError, ValueError):
     """A fault rule that could never fire as written, or names something unknown."""
 

@@ -6,18 +6,25 @@ and the fault plan: same inputs, same trace, byte for byte.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import os
 import posixpath
 import random
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._greenlets import make_scheduler
-from ._engine._scheduler import Process, ProcessGroup
+from ._engine._modules import MAIN as MODULES_MAIN
+from ._engine._modules import ModuleView, named_target, newly_shared, own_arguments
+from ._engine._modules import engage as engage_modules
+from ._engine._modules import own_copy as own_copy_of
+from ._engine._modules import release as release_modules
+from ._engine._scheduler import Process, ProcessGroup, current_process
 from ._engine._trace import DEFAULT_TRACE_KEEP, Trace
 from ._errors import (
     Deadlock,
@@ -26,6 +33,7 @@ from ._errors import (
     ProcessFailed,
     ProcessNotFinished,
     ReplayDiverged,
+    SharedModuleWarning,
     SimfsError,
 )
 from ._nfs._beliefs import Belief, belief
@@ -198,6 +206,16 @@ class World:
         tz: the local time zone of every host (an IANA name of the machine's
             tz database, e.g. ``"Europe/Berlin"``): C's local time during a
             run, and ``TZ`` in the environment.
+        per_process_modules: each spawned process imports its own copies of
+            the program's pure-Python modules (those outside the standard
+            library, site-packages included), as a separate interpreter
+            would; its threads share them.  False: every process shares the
+            test's modules, and their globals.  See docs/design.md,
+            "Processes: their own modules".
+        shared_modules: names of top-level packages every process shares
+            even so (a pure-Python package whose objects must stay the same
+            ones in every process, for example one a shared C extension
+            checks against).
 
     What a test reads and sets up, besides the methods below:
 
@@ -229,7 +247,8 @@ class World:
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
                  step_timeout: float = 10.0, max_events: int = 1_000_000,
                  trace_keep: int | None = DEFAULT_TRACE_KEEP,
-                 env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE
+                 env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE,
+                 per_process_modules: bool = True, shared_modules: Sequence[str] = ()
                  ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int >= 0, not {seed!r}")
@@ -244,6 +263,12 @@ class World:
             raise ValueError(f"step_timeout must be > 0 seconds, not {step_timeout!r}")
         if isinstance(max_events, bool) or not isinstance(max_events, int) or max_events < 1:
             raise ValueError(f"max_events must be an int >= 1, not {max_events!r}")
+        if not isinstance(per_process_modules, bool):
+            raise TypeError(f"per_process_modules must be True or False, not "
+                            f"{per_process_modules!r}")
+        self._shared_modules = _check_shared_modules(shared_modules)
+        self._per_process_modules = per_process_modules
+        self._reported_shared: set[str] = set()
         self.seed = seed
         self.export = export
         self.epoch_ns = EPOCH_NS
@@ -340,12 +365,21 @@ class World:
             raise ValueError(f"unknown host {host!r}; hosts: {', '.join(self.hosts) or 'none'}")
         return found
 
-    def spawn(self, host: Host | str, target: Callable[..., Any], *args: Any,
+    def spawn(self, host: Host | str, target: Callable[..., Any] | str, *args: Any,
               name: str | None = None, env: Mapping[str, str | None] | None = None,
               **kwargs: Any) -> Process:
         """Start ``target(*args, **kwargs)`` as a process on ``host``.
 
         An ``async def`` target runs under ``trio.run`` on the world's clock.
+
+        With per-process modules (the default) the process runs ``target`` as
+        found in its own copy of ``target.__module__`` when ``pickle`` would
+        send it by name: a function or class defined at a module's top level
+        (or a ``functools.partial`` of one); arguments that are such
+        functions or classes are the process's own too.  ``target`` may also
+        name a function as ``"package.module:function"``.  A closure, lambda,
+        bound method or other object is the test's own, shared with the
+        test's modules.
 
         Args:
             env: changes to the world's environment for this process only
@@ -355,17 +389,26 @@ class World:
 
         Raises:
             TypeError: ``env`` is ambiguous for this target, or malformed.
-            ValueError: a malformed variable, or ``TZ`` other than the world's zone.
+            ValueError: a malformed variable, or ``TZ`` other than the world's zone,
+                or a target string that names no importable module.
         """
+        if isinstance(target, str):
+            target = _named_target(target)
         where = self._resolve_host(host)
         if where.crashed:
             raise SimfsError(f"host {where.name!r} has crashed; nothing can start on it")
         check_spawn_env(target, env)
         changes = check_env({} if env is None else env, "spawn(env=)")
         variables = merged(self.environment(where), changes, zone=self.tz, where="spawn(env=)")
-        call = self._as_callable(target, args, kwargs)
+        call, own_modules = self._as_callable(target, args, kwargs)
         group = ProcessGroup(next(self._pids), self.export,
                              self.random.getrandbits(64), variables)
+        if self._per_process_modules:
+            # A target the test made itself (a closure, a lambda, a bound
+            # method) runs with the test's modules, as it was written
+            # against them; its process still has its own interpreter state.
+            group.modules = ModuleView(f"pid {group.pid}",
+                                       modules_of=None if own_modules else MODULES_MAIN)
         return self._add_process(where, call, self._unique_name(name or _name_of(target)),
                                  group, parent=None, daemon=False, native_id=group.pid)
 
@@ -382,7 +425,8 @@ class World:
                                  parent=parent, daemon=daemon, native_id=next(self._pids))
 
     def _as_callable(self, target: Callable[..., Any], args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Callable[[], object]:
+                     kwargs: dict[str, Any]) -> tuple[Callable[[], object], bool]:
+        """The process's body, and whether it runs with modules of its own."""
         if not callable(target):
             raise TypeError(f"spawn needs a callable target, not {target!r}")
         from ._patch import install
@@ -392,11 +436,20 @@ class World:
         # was looked up before the routes existed: run its route instead.
         install()
         target = simulated(target)
+        if self._per_process_modules:
+            engage_modules(self._shared_modules)
+            found = own_copy_of(target)
+            if found is None:
+                return (lambda: _call_in_process(target, args, kwargs)), False
+            arguments = own_arguments(args, kwargs)
+            if arguments is not None:
+                return (lambda: _call_in_process(found(), *arguments())), True
+            return (lambda: _call_in_process(found(), args, kwargs)), True
         if inspect.iscoroutinefunction(target):
             from ._patch._concurrency._trio import run_async
 
-            return lambda: run_async(target, args, kwargs)
-        return lambda: target(*args, **kwargs)
+            return (lambda: run_async(target, args, kwargs)), False
+        return (lambda: target(*args, **kwargs)), False
 
     def _unique_name(self, name: str) -> str:
         self._names[name] += 1
@@ -480,9 +533,24 @@ class World:
             self._finish_quiescent()
         elif until_ns is not None and self.clock.now_ns < until_ns:
             self.clock.advance_to(until_ns)
+        self._warn_shared_modules()
         failures = self._new_failures()
         if check and failures:
             raise ProcessFailed(failures) from failures[0][2]
+
+    def _warn_shared_modules(self) -> None:
+        if not self._per_process_modules:
+            return
+        shared = newly_shared(((p.name, p.group.modules) for p in self._unsettled),
+                              self._reported_shared)
+        for package, _process in shared:
+            # One text per package, so Python's filters show it once per place.
+            warnings.warn(SharedModuleWarning(
+                f"simulated processes share the package {package!r}: it holds extension "
+                "modules, which an interpreter loads once, so its module state is one object "
+                "in every process, as it never is across real processes (Process."
+                "shared_modules names it; docs/design.md, 'Processes: their own modules')"),
+                stacklevel=3)
 
     def _new_failures(self) -> list[tuple[str, str, BaseException]]:
         """Processes that raised since the last run(), marked as seen."""
@@ -594,6 +662,8 @@ class World:
         group.live_threads.clear()
         if not host_of(process).crashed:
             process.syscalls.close_all()
+        if group.modules is not MODULES_MAIN:
+            release_modules(group.modules)
 
 
 def host_of(process: Process) -> Host:
@@ -609,5 +679,57 @@ def host_of(process: Process) -> Host:
 
 
 def _name_of(target: Callable[..., Any]) -> str:
+    if isinstance(target, functools.partial):
+        return _name_of(target.func)
     return getattr(target, "__name__", None) or type(target).__name__
+
+
+def _call_in_process(target: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> object:
+    """Call the process's own copy of a target (under trio if it is ``async def``),
+    then its ``atexit`` handlers, as an interpreter's main thread ends."""
+    from ._patch._identity._interpreter import run_exit_handlers
+
+    try:
+        if inspect.iscoroutinefunction(target):
+            from ._patch._concurrency._trio import run_async
+
+            return run_async(target, args, kwargs)
+        return target(*args, **kwargs)
+    finally:
+        process = current_process()
+        if process is not None:
+            run_exit_handlers(process)
+
+
+def _named_target(target: str) -> Callable[..., Any]:
+    """``"package.module:function"``: the function, found in each process's own copy."""
+    module_name, colon, qualname = target.partition(":")
+    if (not colon or not qualname or not module_name
+            or not all(part.isidentifier() for part in module_name.split("."))
+            or not all(part.isidentifier() for part in qualname.split("."))):
+        raise ValueError(f"spawn target {target!r} is not 'package.module:function' "
+                         "(dotted identifiers around one colon)")
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError) as error:
+        spec = None
+        reason = f": {error}"
+    else:
+        reason = ""
+    if spec is None:
+        raise ValueError(f"spawn target {target!r}: no module named {module_name!r} can be "
+                         f"imported{reason}")
+    return named_target(module_name, qualname)
+
+
+def _check_shared_modules(names: Sequence[str]) -> frozenset[str]:
+    if isinstance(names, str) or not isinstance(names, Sequence | set | frozenset):
+        raise TypeError(f"shared_modules must be a sequence of module names, not {names!r}")
+    for name in names:
+        if not isinstance(name, str) or not all(p.isidentifier() for p in name.split(".")):
+            raise ValueError(f"shared_modules: {name!r} is not a module name like 'dateutil'")
+    return frozenset(names)
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import _scheduler
 from ._clock import VirtualClock
+from ._modules import MAIN, switch_to
 from ._scheduler import RUNNING, Process, Scheduler
 
 if TYPE_CHECKING:
@@ -193,6 +194,7 @@ class GreenletScheduler(Scheduler):
         self.current = process
         process.state = RUNNING
         process.started = True
+        switch_to(process.group.modules)
         self._order = process
         engine = self._engine
         if engine is None:
@@ -271,10 +273,12 @@ class GreenletScheduler(Scheduler):
         if following is None:
             self.current = None
             self._order = None
+            switch_to(MAIN)
             self._switch(strand, engine.hub)
             return
         self.current = following
         following.state = RUNNING
+        switch_to(following.group.modules)
         if following._strand is None:
             following.started = True
             self._order = following
@@ -289,6 +293,9 @@ class GreenletScheduler(Scheduler):
         if following is not None:
             following.state = RUNNING
             following.started = True
+            switch_to(following.group.modules)
+        else:
+            switch_to(MAIN)
         self._order = following
         self._switch_state(strand, strand.engine.hub)
         self._ended.append(strand)

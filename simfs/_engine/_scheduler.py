@@ -48,7 +48,9 @@ from .._errors import (
     ProcessNotFinished,
     RunawaySimulation,
 )
+from . import _routing
 from ._clock import VirtualClock
+from ._modules import MAIN, ModuleView, switch_to
 
 if TYPE_CHECKING:
     from .._os._seam import SyscallSeam
@@ -73,7 +75,8 @@ _STATE_NAMES: Final = ("new", "runnable", "running", "sleeping", "blocked", "det
 # Routing: which simulated process, if any, the calling OS thread is
 # (``routing.process``; unset or None outside the world).  ``current_process()``
 # reads it; the hottest routes read it inline, and ``outside_world`` clears it.
-routing = _thread._local()
+# It lives in ``_routing``, which ``_modules`` reads too.
+routing = _routing.routing
 
 
 # Teardown resumes unfinished processes in rounds until all have ended.
@@ -114,7 +117,7 @@ class ProcessGroup:
     """
 
     __slots__ = ("_counters", "_random", "cwd", "cwd_id", "environ", "fds", "limits",
-                 "live_threads", "native", "pid", "rng_seed", "umask")
+                 "live_threads", "modules", "native", "pid", "rng_seed", "umask")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int,
                  variables: Mapping[str, str] | None = None) -> None:
@@ -133,6 +136,9 @@ class ProcessGroup:
         self.rng_seed = rng_seed
         self._random: random.Random | None = None
         self._counters: dict[str, int] = {}
+        # The process's own copies of the program's modules (``_modules``);
+        # MAIN, the test's own, when the world shares them.
+        self.modules: ModuleView = MAIN
 
     def random(self) -> random.Random:
         if self._random is None:
@@ -160,7 +166,8 @@ class Process:
     """
 
     __slots__ = ("_baton", "_error", "_joiners", "_strand", "_value", "_wait_token", "abandoned",
-                 "daemon", "group", "host", "ident", "kill", "last_call", "name", "native_id",
+                 "daemon", "group", "host", "ident", "importing", "kill", "last_call", "name",
+                 "native_id",
                  "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
                  "thread", "waiting_on", "woken")
 
@@ -197,6 +204,9 @@ class Process:
         self.last_call: tuple[str, str] | None = None
         self.kill: BaseException | None = None
         self.abandoned = False
+        # Module bodies this process is running now (``_modules``): an import
+        # is not a point where another process may run (see yield_running).
+        self.importing = 0
         self._joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
@@ -237,6 +247,16 @@ class Process:
         if self._error is not None:
             raise self._error
         return self._value
+
+    @property
+    def shared_modules(self) -> frozenset[str]:
+        """Top-level packages this process used without a copy of its own.
+
+        With per-process modules, packages holding extension modules (numpy,
+        torch) are one copy for every process; see ``SharedModuleWarning``.
+        """
+        return frozenset(self.group.modules.shared) if self.group.modules is not MAIN \
+            else frozenset()
 
     def exception(self) -> BaseException | None:
         """What the callable raised, or None; raises if it has not finished."""
@@ -316,6 +336,12 @@ class Scheduler:
         if self.progress > self.max_events:
             self._stop_runaway(process)
         if not self.runnable and not (self.timers and self.timers[0][0] <= self.clock.now_ns):
+            return
+        if process.importing:
+            # Python's import locks are real locks, one per module name for
+            # the whole interpreter: a second process importing the same
+            # name while this one runs its body would wait on one for real.
+            # A module body's syscalls run, but nothing else runs between them.
             return
         process.state = RUNNABLE
         self.runnable.append(process)
@@ -511,6 +537,7 @@ class Scheduler:
     def _resume(self, process: Process) -> None:
         self.current = process
         process.state = RUNNING
+        switch_to(process.group.modules)
         if process.started:
             process._baton.release()
         else:
@@ -522,6 +549,7 @@ class Scheduler:
             if caller is not None and caller.abandoned:
                 return  # teardown stopped waiting for this thread long ago
             self.current = None
+            switch_to(MAIN)
             self._main_baton.release()
         else:
             self._resume(process)

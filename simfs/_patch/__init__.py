@@ -35,7 +35,7 @@ from ._concurrency import _threads
 from ._files import _descriptors, _fcntl, _io, _mmap, _os, _probes
 from ._guards import _audit, _escapes
 from ._guards._boundary import real_cwd_sentinel
-from ._identity import _environ, _ids, _limits, _misc, _session, _users
+from ._identity import _environ, _ids, _interpreter, _limits, _misc, _session, _users
 from ._imports import when_imported
 from ._libraries import _compat, _logging, _native
 from ._registry import REPLACEMENTS
@@ -81,6 +81,7 @@ _INSTALL_ORDER: tuple[ModuleType | str, ...] = (
     _audit,                       # guards: the audit hook
     _probes,                      # files: os.path.exists/isfile/isdir/islink/lexists
     _descriptors,                 # files: the other descriptor calls
+    _interpreter,                 # identity: a process's signal handlers, atexit, fork hooks
     "_concurrency._asyncio",      # concurrency: asyncio's event loop
 )
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from ..._engine._scheduler import Process
+from ..._engine._scheduler import Process, current_process
 from ..._errors import simulated_oserror
 from .._imports import when_imported
 from .._registry import escape, in_world, patch
@@ -59,10 +59,32 @@ def _object_new(cls: type, *args: Any, **kwargs: Any) -> Any:
     return object.__new__(cls)
 
 
+# A bind to an ephemeral port on loopback reaches no other machine and lets
+# nothing in: urllib3 probes IPv6 so at import (util/connection.py,
+# _has_ipv6: bind(("::1", 0))), which every process with its own modules
+# runs.  Listening, connecting and sending stay refused.
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def _bind_route(real: Any) -> Any:
+    refuse = _refuse_in_world(real, "socket.bind", method=True)
+
+    def bind(self: Any, address: Any) -> Any:
+        if (current_process() is not None and isinstance(address, tuple) and len(address) >= 2
+                and address[0] in _LOOPBACK and address[1] == 0):
+            return real(self, address)
+        return refuse(self, address)
+
+    return bind
+
+
 def install() -> None:
     patch(subprocess.Popen, "__init__",
           _refuse_in_world(subprocess.Popen.__init__, "subprocess.Popen", method=True))
-    for method in ("connect", "connect_ex", "bind", "sendto"):
+    patch(socket.socket, "bind", _bind_route(_socket.socket.bind))
+    patch(socket.socket, "listen", _refuse_in_world(_socket.socket.listen, "socket.listen",
+                                                    method=True))
+    for method in ("connect", "connect_ex", "sendto"):
         patch(socket.socket, method,
               _refuse_in_world(getattr(_socket.socket, method), f"socket.{method}",
                                method=True))

@@ -1,0 +1,216 @@
+"""Each simulated process has its own modules and interpreter state, as a real process does.
+
+The seed case: pods of an inference service racing to fill one model cache
+on a shared volume keep a module-level lock and memo.  Real pods are
+separate interpreters; sharing one ``sys.modules`` made them coordinate
+through those objects and hid the race.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy
+import pytest
+
+from simfs import SharedModuleWarning, World
+
+from .helpers import run_alone
+from .podcache import cache
+
+
+def test_each_pod_has_its_own_module_level_lock_and_memo():
+    w = World(seed=3)
+    hosts = [w.host("a"), w.host("b")]
+    pods = [w.spawn(hosts[i % 2], cache.pod, "model.bin", "/shared") for i in range(4)]
+    w.run()
+    results = [pod.result() for pod in pods]
+    assert len({lock for _, _, lock in results}) == 4
+    assert all(memo == 1 for _, memo, _ in results)
+    assert id(cache._lock) not in {lock for _, _, lock in results}
+    assert cache._memo == {} and cache.downloads == []  # the test's own copy is untouched
+
+
+def test_a_process_started_later_does_not_see_an_earlier_process_memo():
+    w = World(seed=1)
+    a = w.host("a")
+    first = run_alone(w, a, cache.pod, "m", "/shared")
+    second = run_alone(w, a, cache.pod, "m", "/shared")
+    assert first[0] == 1  # downloaded it
+    assert second[0] == 0  # found the file on the export, not in a memo
+
+
+def test_sharing_the_test_modules_is_an_option_and_then_processes_see_each_other():
+    w = World(seed=1, per_process_modules=False)
+    a = w.host("a")
+    try:
+        run_alone(w, a, cache.pod, "m", "/shared")
+        second = run_alone(w, a, cache.pod, "m", "/shared")
+        assert second[0] == 1 and second[1] == 1  # the first process's download and memo
+        assert cache._memo == {"m": "/shared/m"}
+    finally:
+        cache._memo.clear()
+        cache.downloads.clear()
+
+
+def test_threads_of_one_process_share_its_modules():
+    w = World(seed=2)
+    assert run_alone(w, w.host("a"), cache.pod_with_a_helper_thread, "m", "/shared") == (1, 1)
+
+
+def test_a_closure_is_the_test_own_and_shares_the_test_modules_as_pickle_would_refuse_it():
+    def body():
+        return id(cache._lock)
+
+    w = World(seed=1)
+    a = w.host("a")
+    assert run_alone(w, a, body) == id(cache._lock)
+    assert run_alone(w, a, lambda: id(cache._memo)) == id(cache._memo)
+
+
+def _lock_id_of(function):
+    return id(function.__globals__["_lock"])
+
+
+def test_a_top_level_function_passed_as_an_argument_is_the_process_own_as_pickle_sends_it():
+    w = World(seed=1)
+    assert run_alone(w, w.host("a"), _lock_id_of, cache.fetch) != id(cache._lock)
+
+
+def test_a_target_may_be_named_module_colon_function():
+    w = World(seed=1)
+    a = w.host("a")
+    result = run_alone(w, a, "tests.simfs.podcache.cache:pod", "m", "/shared")
+    assert result[:2] == (1, 1) and result[2] != id(cache._lock)
+
+
+@pytest.mark.parametrize(("target", "words"), [
+    ("tests.simfs.podcache.cache.pod", "is not 'package.module:function'"),
+    ("tests.simfs.podcache.cache:", "is not 'package.module:function'"),
+    ("no.such.module:pod", "no module named 'no.such.module'"),
+    ("tests.simfs.podcache.cache:pod:x", "is not 'package.module:function'"),
+])
+def test_a_target_string_that_names_nothing_is_refused_naming_it(target, words):
+    w = World(seed=1)
+    with pytest.raises(ValueError, match=words) as raised:
+        w.spawn(w.host("a"), target)
+    assert repr(target) in str(raised.value)
+
+
+def test_a_named_function_missing_from_its_module_fails_the_process_naming_it():
+    w = World(seed=1)
+    process = w.spawn(w.host("a"), "tests.simfs.podcache.cache:no_such_function")
+    w.run(check=False)
+    error = process.exception()
+    assert isinstance(error, LookupError)
+    assert "tests.simfs.podcache.cache:no_such_function" in str(error)
+
+
+def _configure_process(tag):
+    logging.basicConfig(level=logging.DEBUG, format=f"{tag} %(message)s")
+    sys.argv.append(tag)
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    return (len(logging.getLogger().handlers), sys.argv[-1],
+            signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN)
+
+
+def _fresh_process_state():
+    return (len(logging.getLogger().handlers), "extra" in sys.argv,
+            signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
+            signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+            signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN)
+
+
+def test_logging_argv_signals_and_warnings_belong_to_each_process():
+    root_handlers = list(logging.getLogger().handlers)
+    argv = list(sys.argv)
+    usr1 = signal.getsignal(signal.SIGUSR1)
+    w = World(seed=1)
+    a = w.host("a")
+    configured = w.spawn(a, _configure_process, "extra")
+    w.run()
+    assert configured.result() == (1, "extra", True)
+    assert run_alone(w, a, _fresh_process_state) == (0, False, True, True, True)
+    assert logging.getLogger().handlers == root_handlers
+    assert sys.argv == argv
+    assert signal.getsignal(signal.SIGUSR1) == usr1
+
+
+def _set_a_handler_from_a_thread():
+    import threading
+
+    errors = []
+
+    def thread():
+        try:
+            signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        except ValueError as error:
+            errors.append(str(error))
+
+    worker = threading.Thread(target=thread)
+    worker.start()
+    worker.join()
+    return errors
+
+
+def test_only_a_process_main_thread_may_set_a_signal_handler_as_in_cpython():
+    w = World(seed=1)
+    assert run_alone(w, w.host("a"), _set_a_handler_from_a_thread) == [
+        "signal only works in main thread of the main interpreter"]
+
+
+def _register_exit_marker(name):
+    import atexit
+
+    atexit.register(lambda: open(f"/shared/{name}", "w").close())
+    return "registered"
+
+
+def test_atexit_handlers_run_inside_the_process_when_it_ends_and_write_the_export():
+    w = World(seed=1)
+    a, b = w.host("a"), w.host("b")
+    assert run_alone(w, a, _register_exit_marker, "bye") == "registered"
+    assert w.server.exists("/shared/bye")
+    assert run_alone(w, b, lambda: __import__("os").path.exists("/shared/bye")) is True
+
+
+def _uses_numpy():
+    return int(numpy.arange(3).sum())
+
+
+def test_a_package_with_extension_modules_is_shared_and_said_so():
+    w = World(seed=1)
+    process = w.spawn(w.host("a"), _uses_numpy)
+    with pytest.warns(SharedModuleWarning, match="'numpy'"):
+        w.run()
+    assert process.result() == 3
+    assert "numpy" in process.shared_modules
+
+
+def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path):
+    script = tmp_path / "pods.py"
+    script.write_text(textwrap.dedent("""
+        import simfs
+        seen = []
+
+        def pod(tag):
+            seen.append(tag)
+            return list(seen)
+
+        if __name__ == "__main__":
+            w = simfs.World(seed=1)
+            a = w.host("a")
+            ps = [w.spawn(a, pod, tag) for tag in "xy"]
+            w.run()
+            print([p.result() for p in ps], seen)
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[['x'], ['y']] []"
