@@ -72,24 +72,38 @@ _KEPT_FLAGS = (os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_NOATIME", 0)
                | getattr(os, "O_PATH", 0))
 
 
-@functools.cache
-def installation_roots() -> tuple[str, ...]:
-    """Where the interpreter and its packages are installed, each ending in "/".
-
-    These stay the machine's even under a host's local tree: measured, this
-    machine's interpreter is under /root/.pyenv, and a user's site-packages
-    under ~/.local is common.
-    """
-    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
-    if user_site and user_site in sys.path:
-        roots.add(user_site)
-    return tuple(sorted(root.rstrip("/") + "/" for root in roots))
-
-
 # The working directory of the test process when simfs was imported: the
 # project, whose own files a program reads (its sources, test data).
 _PROJECT = os.getcwd()
+
+
+def installation_roots() -> tuple[str, ...]:
+    """Where the interpreter, its packages and the program's own code are, each ending in "/".
+
+    These stay the machine's even under a host's local tree: measured, this
+    machine's interpreter is under /root/.pyenv, a user's site-packages
+    under ~/.local is common, and a checkout under /tmp (CI clones there)
+    holds the program's modules, which each process imports afresh.  The
+    program's code is the project (the working directory when simfs was
+    imported) and every directory on ``sys.path``, but a local disk's own
+    mount point (a ``sys.path`` entry of "/tmp" would hide the host's /tmp).
+    """
+    return _roots(tuple(sys.path))
+
+
+@functools.cache
+def _roots(path: tuple[str, ...]) -> tuple[str, ...]:
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, _PROJECT}
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+    if user_site and user_site in path:
+        roots.add(user_site)
+    roots.update(entry for entry in path
+                 if entry.startswith("/") and entry.rstrip("/") not in _NEVER_ROOTS)
+    return tuple(sorted(root.rstrip("/") + "/" for root in roots if root.rstrip("/")))
+
+
+# Directories that are a host's own local disk, never the program's code.
+_NEVER_ROOTS = frozenset({"", "/tmp", "/var/tmp", "/root", "/home"})
 
 
 @functools.cache
