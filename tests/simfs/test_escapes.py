@@ -252,17 +252,18 @@ except SimulationEscape as error:
 @pytest.mark.parametrize("guard", ["0", "1"])
 def test_a_program_imports_its_own_submodule_for_the_first_time_inside_a_process(tmp_path,
                                                                                   guard):
-    # The project under test lives in the working directory, whose data
-    # files the audit hook treats as the program's input.  The import system
-    # lists mypkg/ and writes mypkg/__pycache__ there; that is Python
+    # The project under test lives in the working directory.  The import
+    # system lists mypkg/ and writes mypkg/__pycache__ there; that is Python
     # loading code, not the program's I/O, and was refused as an escape.
     # A module's own code run by the import is still the program's: a real
-    # listing at its top level is refused.
+    # listing at its top level, of a directory under /tmp that is not the
+    # program's code (so the host's own local /tmp, not the machine's), is
+    # refused.
     package = tmp_path / "mypkg"
     package.mkdir()
     (package / "__init__.py").write_text("")
     (package / "sub.py").write_text("VALUE = 42\n")
-    data = tmp_path / "data"
+    data = tmp_path.parent / f"{tmp_path.name}-data"
     data.mkdir()
     (package / "peeks.py").write_text(f"import posix\nposix.listdir({str(data)!r})\n"
                                       "VALUE = 0\n")
