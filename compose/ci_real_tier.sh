@@ -1,6 +1,6 @@
 #!/bin/sh
 # CI's real-NFS tier, run after the fast tier: the given command runs inside
-# the VM against real NFSv3 mounts (compose/vm.py, DESIGN.md section 7).
+# the VM against real NFSv3 mounts (compose/vm.py, docs/design.md, "Real NFS").
 #
 #   sh compose/ci_real_tier.sh python -m pytest -m real tests
 #

@@ -5,7 +5,7 @@
 # and N independent NFSv3 clients (one mount per simulated host, each with
 # `nosharecache`, so each keeps its own attribute and dentry caches), then runs
 # the caller's command against those mounts.  Recipe and measurements:
-# DESIGN.md section 7.
+# docs/design.md, "Real NFS".
 #
 # Usage: guest_nfs.sh CTL_DIR
 #   CTL_DIR is the --rwdir shared with the host.  The host writes
@@ -85,11 +85,11 @@ load_modules() {
 }
 
 # The first lock after a server start blocks for the grace period, about 92 s
-# measured (DESIGN.md section 7): lockd's own grace (nlm_grace_period, else
-# 5 * nlm_timeout) and, because locks_in_grace() checks every grace manager in
-# the namespace, nfsd's NFSv4 grace (nfsv4gracetime, 90 s) too.  This server
-# has just booted with no clients to reclaim anything, so shorten both before
-# the server starts and end both once it runs (end_grace, below).
+# measured (docs/design.md, "Real NFS"): lockd's own grace (nlm_grace_period,
+# else 5 * nlm_timeout) and, because locks_in_grace() checks every grace
+# manager in the namespace, nfsd's NFSv4 grace (nfsv4gracetime, 90 s) too.
+# This server has just booted with no clients to reclaim anything, so shorten
+# both before the server starts and end both once it runs (end_grace, below).
 shorten_grace() {
     step grace-period
     write 10 /proc/sys/fs/nfs/nlm_grace_period
@@ -113,7 +113,8 @@ start_server() {
     step rpcbind
     run mkdir -p /run/rpcbind /var/lib/nfs/sm /var/lib/nfs/sm.bak
     run ip link set lo up
-    # Plain rpcbind: `-h 127.0.0.1` crashes on this release (DESIGN.md s7).
+    # Plain rpcbind: `-h 127.0.0.1` crashes on this release (docs/design.md,
+    # "Real NFS").
     run rpcbind
     step rpc.statd
     run rpc.statd --no-notify
@@ -140,8 +141,8 @@ end_grace() {
 }
 
 # One mount per simulated host.  `nosharecache` gives each its own superblock,
-# hence its own caches, although all share one kernel (DESIGN.md s7: locks
-# only conflict between different OS processes).
+# hence its own caches, although all share one kernel (docs/design.md, "Real
+# NFS": locks only conflict between different OS processes).
 mount_hosts() {
     step mount-hosts
     # /mnt is on the read-only root: put a scratch tmpfs over it.

@@ -1,7 +1,7 @@
 """Measure when a lock blocked on another NFS host is granted after its release.
 
-DESIGN.md section 3.5: on Linux 6.1 a blocked flock/lockf is granted 6-40 ms
-after the holder releases (lockd's GRANTED callback); on 6.12 about 30.5 s
+docs/nfs-facts.md, "Locks": on Linux 6.1 a blocked flock/lockf is granted 6-40
+ms after the holder releases (lockd's GRANTED callback); on 6.12 about 30.5 s
 later.  Where that 30.5 s comes from decides the model: the client's lockd
 re-sends a blocked LOCK every NLMCLNT_POLL_TIMEOUT (30 s, fs/lockd/clntproc.c
 nlmclnt_lock), so a grant that waits for the retry lands 30 s after the
@@ -15,8 +15,9 @@ Run through compose/vm.py with hosts a and b (it sets NFS_MOUNTS, NFS_OUT):
 
 Holder (on a) and waiter (on b) are separate OS processes (this script
 re-run with a role): both mounts live in one kernel, and only different
-processes conflict on a lock (DESIGN.md s7).  Times are CLOCK_MONOTONIC,
-one clock for the whole guest.  Stdlib only; writes lock_grant.json.
+processes conflict on a lock (docs/design.md, "Real NFS").  Times are
+CLOCK_MONOTONIC, one clock for the whole guest.  Stdlib only; writes
+lock_grant.json.
 """
 
 from __future__ import annotations

@@ -1,18 +1,20 @@
 """Measure how long a file created on one NFS host stays invisible on another.
 
-Reproduces DESIGN.md section 3.5 on two real mounts of one export (run it
-through compose/vm.py, which sets NFS_MOUNTS and NFS_OUT): a writer process on
-host A creates t/marker (O_CREAT|O_EXCL) at a random 0.2-2 s, a poller process
-on host B checks t/marker every 0.1 s from t=0; the delay is creation to first
-sighting, both read on the guest's one CLOCK_MONOTONIC.  Two variants: plain
-`Path.exists()`, and opening the grandparent then the parent with O_DIRECTORY
-first (close-to-open revalidation, the seed's fix).  Then checks that POSIX
-locks taken through the two mounts by two OS processes conflict, and how long
-the first lock after the server start takes (the grace period).
+Reproduces docs/nfs-facts.md, "Attribute and dentry caches" on two real mounts
+of one export (run it through compose/vm.py, which sets NFS_MOUNTS and
+NFS_OUT): a writer process on host A creates t/marker (O_CREAT|O_EXCL) at a
+random 0.2-2 s, a poller process on host B checks t/marker every 0.1 s from
+t=0; the delay is creation to first sighting, both read on the guest's one
+CLOCK_MONOTONIC.  Two variants: plain `Path.exists()`, and opening the
+grandparent then the parent with O_DIRECTORY first (close-to-open revalidation,
+the seed's fix).  Then checks that POSIX locks taken through the two mounts by
+two OS processes conflict, and how long the first lock after the server start
+takes (the grace period).
 
 Writer, poller and lockers are separate OS processes (this script re-run with
 a role), because both mounts live in one kernel: only different processes can
-conflict on a lock (DESIGN.md s7).  Stdlib only; writes negative_lookup.json.
+conflict on a lock (docs/design.md, "Real NFS").  Stdlib only; writes
+negative_lookup.json.
 """
 
 from __future__ import annotations
@@ -78,7 +80,8 @@ def role_writer() -> None:
 
 def revalidate(t_dir: Path) -> None:
     """Open grandparent, then parent, O_DIRECTORY: each open sends a GETATTR
-    (close-to-open), and a changed mtime drops cached negative entries (DESIGN s3.5)."""
+    (close-to-open), and a changed mtime drops cached negative entries
+    (docs/nfs-facts.md, "Attribute and dentry caches")."""
     for directory in (t_dir.parent, t_dir):
         try:
             os.close(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))

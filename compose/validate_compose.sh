@@ -1,9 +1,9 @@
 #!/bin/sh
 # Validate compose/docker-compose.yml offline: Debian's docker-compose (v1)
 # parses, interpolates and schema-checks the file with `config` without a
-# Docker engine (DESIGN.md section 7).  Installs docker-compose when missing.
-# Exits 1 when the file is invalid, 3 when the checker could not be installed
-# (then nothing was checked).
+# Docker engine (docs/design.md, "Real NFS").  Installs docker-compose when
+# missing. Exits 1 when the file is invalid, 3 when the checker could not be
+# installed (then nothing was checked).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)

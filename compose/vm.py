@@ -3,7 +3,7 @@
 CI machines of this project have no NFS in the host kernel, no Docker engine,
 and a /dev/kvm that only runs PVM guests; what works is a stock Debian 6.1
 kernel under qemu's TCG emulator, booted by virtme-ng with the host's root
-filesystem shared read-only (DESIGN.md section 7).  Inside the guest,
+filesystem shared read-only (docs/design.md, "Real NFS").  Inside the guest,
 compose/guest_nfs.sh starts knfsd on loopback and mounts its export once per
 simulated host with `nosharecache`, so each host has its own client caches.
 
@@ -205,7 +205,7 @@ def write_job(
 
 
 def vng_argv(vng: Path, kernel: Path, ctl: Path, cpus: int, memory: str) -> list[str]:
-    """The measured vng invocation (DESIGN.md s7): TCG, root, one shared rw dir."""
+    """The measured vng invocation (docs/design.md, "Real NFS"): TCG, root, one shared rw dir."""
     return [
         str(vng),
         "--run", str(kernel),

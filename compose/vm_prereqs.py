@@ -1,12 +1,12 @@
 """What the NFS VM needs on the machine that boots it: find it, or install it.
 
 The VM (compose/vm.py) boots a Debian 6.1 kernel under qemu TCG with
-virtme-ng and runs knfsd inside it (DESIGN.md section 7); this module knows
-which packages that takes, how to tell each is there, and how to install the
-missing ones.  Stdlib only.
+virtme-ng and runs knfsd inside it (docs/design.md, "Real NFS"); this module
+knows which packages that takes, how to tell each is there, and how to install
+the missing ones.  Stdlib only.
 
 Other kernel releases (``--kernel 6.12``; the 6.12 client grants a blocked
-lock 30 s late, DESIGN.md section 3.5) are unpacked from Debian's package
+lock 30 s late, docs/nfs-facts.md, "Locks") are unpacked from Debian's package
 into KERNELS_DIR rather than installed: the host's /boot, its initramfs and
 bootloader hooks, and the kernel every other VM run picks by default stay as
 they were.  virtme-ng finds such a kernel's modules beside its image (the
@@ -38,9 +38,9 @@ RELEASE = re.compile(r"\d+\.\d+(\.\d+)?([-+][A-Za-z0-9.+-]+)?")
 # linux-image-6.1.0-57-amd64, linux-image-6.12.117+deb12-amd64.
 KERNEL_PACKAGE = re.compile(r"linux-image-(\d+\.\d+\.\d+(?:-\d+|\+deb\d+)-amd64)")
 
-# Debian packages the VM needs (DESIGN.md s7), and the commands that prove each
-# is there.  busybox-static and file: virtme-run builds its initramfs from a
-# static busybox and uses file(1) to check that it is static.
+# Debian packages the VM needs (docs/design.md, "Real NFS"), and the commands
+# that prove each is there.  busybox-static and file: virtme-run builds its
+# initramfs from a static busybox and uses file(1) to check that it is static.
 APT_PACKAGES: dict[str, tuple[str, ...]] = {
     "qemu-system-x86": ("qemu-system-x86_64",),
     "linux-image-amd64": (),  # checked through find_kernel()

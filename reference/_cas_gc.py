@@ -3,7 +3,8 @@
 A mixin of ``reference.cas.CasStore``: every name these functions remove may
 be another writer's, so they act on dot names only by age (a crashed
 writer's temp), never on ``.nfsXXXX`` silly renames, and never on a blob a
-snapshot in use references (seed 004; DESIGN §3.4-3.5).
+snapshot in use references (seed 004; docs/design.md, "The NFS model", and
+docs/nfs-facts.md).
 """
 
 from __future__ import annotations
@@ -113,12 +114,12 @@ class Maintenance:
 
         A snapshot used within ``in_use_s`` (its ``.last_used``) or named in
         ``keep`` is never evicted, so a blob a live snapshot uses is never
-        removed: another host reading a removed blob gets ESTALE (DESIGN
-        §3.5).  An evicted tree is renamed to a dot name first (it vanishes
-        at once), then removed; a reader on this host leaves ``.nfsXXXX``
-        behind until its last close, and the evicted tree with it: the next
-        collection removes what an earlier one left (no writer works in an
-        evicted tree, so its age does not matter).
+        removed: another host reading a removed blob gets ESTALE
+        (docs/nfs-facts.md, "Stale handles").  An evicted tree is renamed to a
+        dot name first (it vanishes at once), then removed; a reader on this
+        host leaves ``.nfsXXXX`` behind until its last close, and the evicted
+        tree with it: the next collection removes what an earlier one left (no
+        writer works in an evicted tree, so its age does not matter).
         """
         now = time.time() if now is None else now
         report = GcReport()

@@ -30,10 +30,10 @@ may be another writer's, of any age:
   ``sweep_stale_temps`` removes temps older than ``stale_after`` (6 h, the
   seed's value).  A live writer fsyncs at least every ``heartbeat_s``, so
   its temp's mtime on the server stays fresh (unflushed writes reach the
-  server 0.6 s to 31 s late, DESIGN §3.5).
+  server 0.6 s to 31 s late, docs/nfs-facts.md, "Writes and data visibility").
 - ``sweep_orphan_blobs`` and ``collect_garbage`` skip every dot name:
   in-flight temps, and ``.nfsXXXX`` silly renames of blobs a process on this
-  host still reads (DESIGN §3.4).
+  host still reads (docs/design.md, "The NFS model").
 
 Plain ``os``/``pathlib`` code: it runs unchanged on a local disk, a real NFS
 mount and inside a simfs world.

@@ -2,8 +2,8 @@
 
 Every function here runs unchanged on a local disk, on a real NFS mount and
 inside a simfs world.  Each docstring says which NFS behaviour it exists for;
-the facts are those of DESIGN.md §3.4-3.5, measured on a Linux 6.1 NFSv3
-client.
+the facts are those of docs/design.md, "The NFS model", and docs/nfs-facts.md,
+measured on a Linux 6.1 NFSv3 client.
 """
 
 from __future__ import annotations
@@ -66,9 +66,10 @@ def revalidate_ancestors(path: StrPath) -> None:
     A host that looked ``data/tokenized/x`` up before ``data`` existed holds
     a negative entry for ``data`` in its parent, so neither the parent nor
     the grandparent of ``x`` opens.  Open the nearest directory above that
-    does open (a GETATTR that drops its stale entries, DESIGN §3.5), then
-    each one below it in turn, each looked up afresh.  When the parent
-    opens at once this is one open, as ``revalidate``.
+    does open (a GETATTR that drops its stale entries, docs/nfs-facts.md,
+    "Attribute and dentry caches"), then each one below it in turn, each looked
+    up afresh.  When the parent opens at once this is one open, as
+    ``revalidate``.
     """
     above = list(Path(path).parents)  # nearest first
     depth = next((i for i, directory in enumerate(above) if _open_directory(directory)), None)

@@ -5,7 +5,8 @@ wrote ``config.json`` into a directory that another one (the weights' tar
 pipe) created as a side effect, and lost the race with ENOENT.  On NFS a
 retry "once the other transfer is done" can fail again from a host that
 looked the directory up while it was missing: its cached negative entry is
-trusted until the parent's attributes expire, up to acdirmin (DESIGN §3.5).
+trusted until the parent's attributes expire, up to acdirmin
+(docs/nfs-facts.md, "Attribute and dentry caches").
 
 This module never depends on another transfer having made a directory:
 
@@ -390,8 +391,9 @@ def verify(root: StrPath, artefacts: Iterable[Artefact]) -> list[Mismatch]:
 
     The directories above each file are revalidated first, so a file that
     another host renamed into place is not reported missing from this
-    host's stale negative entry (DESIGN §3.5).  ``ls -lh`` checks sizes in
-    the client's cached attributes; this reads the bytes.
+    host's stale negative entry (docs/nfs-facts.md, "Attribute and dentry
+    caches").  ``ls -lh`` checks sizes in the client's cached attributes; this
+    reads the bytes.
     """
     mismatches = []
     for artefact in artefacts:

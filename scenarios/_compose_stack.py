@@ -8,7 +8,7 @@ NFSv3 locking needs the server's lockd to reach each client's lockd
 (``NLM_GRANTED`` callbacks) and statd to reach statd on ports rpcbind hands
 out (compose/README.md).  Each client mounts with ``nosharecache``: two
 clients on one kernel would otherwise share one superblock, so one cache
-(nfs(5); DESIGN.md section 7).
+(nfs(5); docs/design.md, "Real NFS").
 
 Each client container runs ``compose/nfs_client.sh`` as an agent
 (``scenarios._agent``): the coordinator is this process, outside the

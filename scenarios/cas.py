@@ -18,10 +18,10 @@ mounts (seed 004, th#850).  Experiments, one row group each:
   remove the dead writer's temp and leave the live writer's alone.
 - ``gc-open``: a size-capped collection on one host evicts an old snapshot
   whose blob a pod on the same host still reads (its unlink becomes a
-  ``.nfsXXXX`` silly rename, DESIGN §3.4), beside a live snapshot a pod on
-  the other host reads (removing it would give that reader ESTALE).  The
-  collection's orphan sweep must leave the ``.nfs`` entry alone: unlinking
-  it while open fails EBUSY.
+  ``.nfsXXXX`` silly rename, docs/design.md, "The NFS model"), beside a live
+  snapshot a pod on the other host reads (removing it would give that reader
+  ESTALE).  The collection's orphan sweep must leave the ``.nfs`` entry alone:
+  unlinking it while open fails EBUSY.
 
 On real mounts (``--backend real``, e.g. the VM runner with hosts
 ``pod-a`` and ``pod-b``) pass a short ``stale_after`` (``--param

@@ -4,8 +4,9 @@ Deleting a checkpoint written a moment earlier, while this host still holds
 one of its files open, leaves ``.nfsXXXX`` in the directory until the close
 lands: ``shutil.rmtree`` fails with ENOTEMPTY (rmdir beside it), EBUSY
 (unlink of the busy ``.nfs`` file) or ENOENT (it vanished between listing and
-unlink), and the directory stays (DESIGN §3.4-3.5; the seed's issue #527).
-The seed's experiments, one per row group:
+unlink), and the directory stays (docs/design.md, "The NFS model", and
+docs/nfs-facts.md; the seed's issue #527). The seed's experiments, one per row
+group:
 
 - ``every-step``: save every step for 40 steps with keep_last_n = 1; the
   writer's last close of each checkpoint lands a random 0-0.38 s after the

@@ -23,8 +23,8 @@ run, relative to the host that makes the directory):
   failed, after all the others are done; on the ``same`` host (the seed) or
   on the ``other``.  From the other host, a retry within acdirmin of its
   failed lookup meets its own cached negative entry: ENOENT although the
-  directory is on the server (DESIGN §3.5; the NFS model, not this module,
-  decides that).
+  directory is on the server (docs/nfs-facts.md, "Attribute and dentry caches";
+  the NFS model, not this module, decides that).
 - ``reference``: ``reference.transfer.transfer_all``: explicit parents,
   writer-unique temps renamed into place, bounded retries.
 
@@ -99,8 +99,8 @@ GROUPS = (("naive", "none"), ("seed-fix", "same"), ("seed-fix", "other"),
           ("reference", "same"), ("reference", "other"))
 # The tree is made a second before the pipes start by default: the seed made
 # it in an earlier command, and a directory made moments before a lookup
-# follows a rule of its own (DESIGN §3.5, last measured case) that is not
-# this seed's.
+# follows a rule of its own (docs/nfs-facts.md, "Attribute and dentry caches",
+# last measured case) that is not this seed's.
 PREPARE_GAP_S = 1.0
 
 

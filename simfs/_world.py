@@ -80,8 +80,9 @@ class Host:
                             for point, kind, size in local]
         self.crashed = False
         self.processes: list[Process] = []
-        # The client's own writeback (DESIGN §3.5 "Writes"): delays drawn from
-        # a generator seeded by the world's seed and this host's name.
+        # The client's own writeback (docs/nfs-facts.md, "Writes and data
+        # visibility"): delays drawn from a generator seeded by the world's
+        # seed and this host's name.
         queue = world.__dict__.setdefault("writeback_queue", WritebackQueue())
         self.client.writeback = Writeback(
             queue, world.clock, seeded_delay(world.seed, name, self.kernel.writeback_range_s),

@@ -129,7 +129,8 @@ class ProcessGroup:
         self.native = dict(self.environ)
         self.limits: dict[int, tuple[int, int]] = {}
         # The working directory's file handle once chdir set one: relative
-        # paths start from it, and go stale with it (DESIGN §3.5).
+        # paths start from it, and go stale with it (docs/nfs-facts.md, "Stale
+        # handles").
         self.cwd_id: int | None = None
         self.fds: dict[int, Any] = {}
         self.live_threads: list[Process] = []

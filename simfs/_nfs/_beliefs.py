@@ -1,4 +1,5 @@
-"""What a host believes about a path, against the server's truth (DESIGN §3.7).
+"""What a host believes about a path, against the server's truth
+(docs/design.md, "Trace and beliefs").
 
 "Why did host B not see the marker?" is a question about B's caches: the
 negative dentry that answered, the directory attributes that kept it

@@ -1,8 +1,9 @@
 """One host's Linux NFSv3 client: attribute, dentry, access and page caches.
 
-This is where NFS semantics live (DESIGN §3.4).  Each method is what the
-Linux client does for one VFS step, and sends the RPCs it would send.  The
-rules, with the kernel functions they follow (fs/nfs/dir.c, inode.c):
+This is where NFS semantics live (docs/design.md, "The NFS model").  Each
+method is what the Linux client does for one VFS step, and sends the RPCs it
+would send.  The rules, with the kernel functions they follow (fs/nfs/dir.c,
+inode.c):
 
 - Attribute cache (``nfs_update_inode``): attributes are valid for
   ``timeo`` after they were read.  A revalidation that finds them unchanged
@@ -22,8 +23,9 @@ rules, with the kernel functions they follow (fs/nfs/dir.c, inode.c):
   operation keeps its entries; anyone else's change invalidates them.
 - Silly rename (``nfs_sillyrename``): unlinking or replacing a file open on
   this host renames it to ``.nfs`` + 16 hex digits of file id + 8 of a
-  per-client counter (measured: ``.nfs000000000000008900000001``, DESIGN
-  §3.5); unlinking such a busy entry is EBUSY; the last close removes it.
+  per-client counter (measured: ``.nfs000000000000008900000001``,
+  docs/nfs-facts.md, "Silly rename"); unlinking such a busy entry is EBUSY; the
+  last close removes it.
 
 The dentry rules are in ``_lookup.py``, the directory operations in
 ``_dirops.py``, the page cache in ``_pagecache.py``; this module holds the

@@ -166,7 +166,7 @@ class DirectoryOps(LookupOps):
         # nfs_sillyrename marks the renamed inode's attributes invalid
         # (NFS_INO_INVALID_CHANGE | NFS_INO_REVAL_FORCED): the holder's next
         # fstat or read asks the server, and gets ESTALE once another host
-        # removed the .nfs file (DESIGN §3.5 "Stale handles", measured).
+        # removed the .nfs file (docs/nfs-facts.md, "Stale handles", measured).
         self.invalidate_attrs(fileid)
         return silly
 

@@ -7,8 +7,8 @@ the rules list like any other.  Three kinds of rule:
 - ``FaultRule``: a syscall on a host and path fails with an errno, or is
   delayed, on its n-th matching call, inside a time window, or always.
 - ``CloseDelay``: the close of a matching file lands later than the process
-  called it (async saves, writeback): the removal window of DESIGN §3.4 in
-  which ``rmtree`` meets ENOTEMPTY, EBUSY and ENOENT.
+  called it (async saves, writeback): the removal window of docs/design.md,
+  "The NFS model" in which ``rmtree`` meets ENOTEMPTY, EBUSY and ENOENT.
 - ``HostCrash``: a host stops at a time; its processes stop, its open files
   stay behind as ``.nfs`` orphans, its unflushed writes are lost.
 """

@@ -2,7 +2,7 @@
 
 A profile is data, one row per measured difference, so a trace or an
 ``explain`` can say which kernel a host runs and what that changes.  Every
-value cites the run that measured it (DESIGN §3.5, "Kernel 6.12.117").
+value cites the run that measured it (docs/nfs-facts.md, "Kernel 6.12").
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def running_kernel_profile(version: str) -> KernelProfile:
 
     ``"6.12.117+deb12-amd64"`` is release 6.12; the real tier asks this so
     that a parity test on a real client checks the facts of that client's
-    release (DESIGN §3.5).
+    release (docs/nfs-facts.md, "Kernel 6.12").
 
     Raises:
         UnknownKernel: the version is not of a release simfs has measured.

@@ -217,13 +217,13 @@ class LookupOps:
         dentry never verifies: the next walk through it LOOKUPs again, and
         that reply refreshes the child's attributes.  This is why a negative
         entry made in a directory another host just created is not trusted
-        (DESIGN §3.5, measured): the walk re-LOOKUPs the directory, sees it
-        changed, and distrusts its negative entries.  Only where this reply
-        is the first to show the change: a walk's first pass through a
-        directory sends ACCESS before the LOOKUP, and that reply's
-        attributes show it already (``_check_access``), so the dentry
-        verifies (docs/nfs-facts.md, "A directory made before or after the
-        mount").
+        (docs/nfs-facts.md, "Attribute and dentry caches", measured): the walk
+        re-LOOKUPs the directory, sees it changed, and distrusts its negative
+        entries.  Only where this reply is the first to show the change: a
+        walk's first pass through a directory sends ACCESS before the LOOKUP,
+        and that reply's attributes show it already (``_check_access``), so the
+        dentry verifies (docs/nfs-facts.md, "A directory made before or after
+        the mount").
         """
         if dir_id in self.stale:
             raise simulated_oserror(errno.ESTALE)
@@ -340,7 +340,8 @@ class LookupOps:
 
         A leading ``UP_FROM_START`` searches ``start`` (a working directory)
         first, then resolves the rest from the export root: ``..`` from a
-        directory another host removed is ESTALE (DESIGN §3.5, measured).
+        directory another host removed is ESTALE (docs/nfs-facts.md, "Stale
+        handles", measured).
         """
         attrs = self.getattr(start)
         if components and components[0] == UP_FROM_START:

@@ -5,7 +5,8 @@ to rsize) and keeps, per page, one contiguous dirty byte range (an
 ``nfs_page`` request); writeback WRITEs exactly those ranges.  So two hosts
 writing different pages, or different byte ranges of one page, of one file
 both land; a close never shrinks a file; size changes on the server only
-through a write past EOF or a SETATTR (DESIGN §3.5 "Writes", measured).
+through a write past EOF or a SETATTR (docs/nfs-facts.md, "Writes and data
+visibility", measured).
 
 The rules, with the kernel functions they follow:
 

@@ -1,9 +1,9 @@
 """The NFS server's truth: one export's namespace, data and attributes.
 
 The server knows nothing of clients' caches or open files: NFSv3 is
-stateless, which is why silly rename exists at all (DESIGN §3.4).  Every
-modification bumps a change counter; clients compare it to what they cached,
-the way the Linux client compares mtime/ctime/size for NFSv3.
+stateless, which is why silly rename exists at all (docs/design.md, "The NFS
+model").  Every modification bumps a change counter; clients compare it to what
+they cached, the way the Linux client compares mtime/ctime/size for NFSv3.
 
 File ids are allocated in order, so the same run gives the same ids and the
 same ``.nfs`` names.  A removed inode (last link gone) is forgotten: any
@@ -291,7 +291,8 @@ class Server:
             raise simulated_oserror(errno.ENOTDIR)
         if inode.entries:
             # A leftover .nfsXXXX entry makes rmdir fail exactly like this
-            # (DESIGN §3.5: os.rmdir next to a busy .nfs file gives ENOTEMPTY).
+            # (docs/nfs-facts.md, "Silly rename": os.rmdir next to a busy .nfs
+            # file gives ENOTEMPTY).
             raise simulated_oserror(errno.ENOTEMPTY)
         del parent.entries[name]
         parent.nlink -= 1

@@ -2,8 +2,8 @@
 
 Small Protocols instead of ``World`` and ``Host`` themselves: the OS layer
 sits below the world (which builds it) and must not depend on it, so the
-world is free to change anything these do not name (STYLE.md: layers talk
-down).
+world is free to change anything these do not name (docs/contributing.md,
+"Layers point down": layers talk down).
 """
 
 from __future__ import annotations

@@ -155,8 +155,9 @@ class FileCalls(PathWalk):
         """A close that a ``CloseDelay`` held back lands now.
 
         It is the client finishing the close on its own time (the removal
-        windows of DESIGN §3.4): its own trace event, with the RPCs it sent,
-        none of them counted to whatever syscall is in progress.
+        windows of docs/design.md, "The NFS model"): its own trace event, with
+        the RPCs it sent, none of them counted to whatever syscall is in
+        progress.
         """
         if self._host.crashed:
             return  # a crashed host's open files stay open (.nfs orphans)

@@ -4,7 +4,7 @@ A route decides only *whether* a call is simulated and hands it down; what a
 call does is the syscall layer's.  Routes reach the layer through this
 Protocol alone (``Process.syscalls``), so mypy checks every call a route
 makes, and a renamed or re-typed syscall breaks the type check instead of a
-route at run time (STYLE.md: "layers talk down, through one typed seam").
+route at run time (docs/contributing.md, "Layers point down").
 """
 
 from __future__ import annotations

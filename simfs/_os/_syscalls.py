@@ -389,7 +389,7 @@ class Syscalls(FileCalls, DirectoryCalls):
     def _from_cwd(self, text: str, cwd_id: int) -> tuple[str, int, list[str]]:
         """A relative path starts at the working directory's handle, not its
         name: after another host removed it, uses are ESTALE, not ENOENT,
-        even if the name exists again (DESIGN §3.5 "Stale handles")."""
+        even if the name exists again (docs/nfs-facts.md, "Stale handles")."""
         relative = posixpath.normpath(text)
         shown = posixpath.normpath(self._group.cwd + "/" + text)
         if ".." in text:  # _physical tells a ".." component from a name like "..x"

@@ -1,4 +1,4 @@
-"""Routing of plain Python I/O, time and threads into the world (DESIGN §3.3).
+"""Routing of plain Python I/O, time and threads into the world (docs/design.md, 'Unmodified code').
 
 ``install()`` patches, once per interpreter, the attributes user code calls:
 ``os``, ``io.open``/``open``, ``time``, ``threading``, ``queue.SimpleQueue``,

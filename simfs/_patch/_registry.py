@@ -3,7 +3,8 @@
 Every route decides per call: inside a simulated process it goes to that
 process's syscall layer or clock; anywhere else (the test body, pytest,
 Hypothesis, the scheduler itself) it calls the original.  So the patches can
-stay installed for the life of the interpreter (DESIGN §3.3).
+stay installed for the life of the interpreter (docs/design.md, "Unmodified
+code: the routes").
 """
 
 from __future__ import annotations

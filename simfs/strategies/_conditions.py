@@ -26,7 +26,8 @@ from .._nfs._mount import (
 # actimeo=0 and noac, the usual "make NFS coherent" advice; lookupcache
 # positive/none, which stop trusting negative (or all) dentries; nocto,
 # which turns close-to-open revalidation off; a short acdirmin, the setting
-# seed 000's authors measured (DESIGN §3.5: 2.05 s median stall).
+# seed 000's authors measured (docs/nfs-facts.md, "Attribute and dentry
+# caches": 2.05 s median stall).
 MOUNT_PROFILES: Final[Mapping[str, str]] = {
     "defaults": "vers=3",
     "actimeo=0": "vers=3,actimeo=0",
@@ -38,9 +39,10 @@ MOUNT_PROFILES: Final[Mapping[str, str]] = {
 }
 
 # The errnos each syscall really returns over NFSv3 (nfs(5) "hard"/"soft",
-# RFC 1813 status codes as the Linux client maps them, DESIGN §3.4-3.5), the
-# likeliest first.  A close reports a failed writeback (EIO, ENOSPC, EDQUOT):
-# NFS flushes at close.  ESTALE is the answer to a handle another host removed.
+# RFC 1813 status codes as the Linux client maps them, docs/design.md, "The NFS
+# model", and docs/nfs-facts.md), the likeliest first.  A close reports a
+# failed writeback (EIO, ENOSPC, EDQUOT): NFS flushes at close.  ESTALE is the
+# answer to a handle another host removed.
 ERRNOS_BY_OP: Final[Mapping[str, tuple[int, ...]]] = {
     "open": (errno.EIO, errno.ESTALE, errno.ENOENT, errno.EACCES, errno.ENOSPC),
     "read": (errno.EIO, errno.ESTALE),
@@ -151,10 +153,10 @@ def close_delays(paths: Sequence[str] = ("/shared/*",), *, hosts: Sequence[str |
                  max_seconds: float = 5.0) -> SearchStrategy[CloseDelay]:
     """A ``CloseDelay``: the close of a matching file lands up to ``max_seconds`` late.
 
-    This is the writeback window of DESIGN §3.4 (async saves; the client
-    flushes dirty pages at close): until it lands, a silly-renamed file stays
-    and another host does not see the data.  Shrinks to the first path, the
-    first host and no delay.
+    This is the writeback window of docs/design.md, "The NFS model" (async
+    saves; the client flushes dirty pages at close): until it lands, a
+    silly-renamed file stays and another host does not see the data.  Shrinks
+    to the first path, the first host and no delay.
     """
     return st.builds(CloseDelay, st.sampled_from(list(paths)), delays(max_seconds),
                      st.sampled_from(list(hosts)))

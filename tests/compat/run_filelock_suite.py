@@ -32,10 +32,10 @@ symlinks; 3 use ``tempfile`` without a directory,
 i.e. the real ``/tmp``) and 4 are stopped as runaways (a mocked
 ``time.sleep`` makes the poll loop spin at one virtual instant).  The last 8:
 ``test_stale_inode_retry_on_unlinked_lock`` (unlinking an open file on NFS
-silly-renames it, so ``st_nlink`` stays 1, DESIGN §3.5), 5 ``timeout=0``
-tests of ``StrictSoftFileLock`` (computation takes no virtual time, so
-filelock's ``0 <= timeout < elapsed`` is false after the first try and it
-retries once), ``test_is_lock_held_by_us[same_pid]`` (its parameter holds
+silly-renames it, so ``st_nlink`` stays 1, docs/nfs-facts.md, "Silly rename"),
+5 ``timeout=0`` tests of ``StrictSoftFileLock`` (computation takes no virtual
+time, so filelock's ``0 <= timeout < elapsed`` is false after the first try and
+it retries once), ``test_is_lock_held_by_us[same_pid]`` (its parameter holds
 the real pid, computed at import outside the world), and one heartbeat
 thread whose ``Condition.wait(timeout)`` met a ``notify`` at the same
 virtual instant (a simfs bug in ``SimLock.acquire``, fixed since).

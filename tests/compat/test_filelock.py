@@ -3,10 +3,11 @@
 ``FileLock`` takes ``flock`` on its lock file; the Linux NFS client sends
 ``flock`` to the server's lock manager as a whole-file POSIX lock (nfs(5),
 "local_lock": since 2.6.12 flock is emulated with NLM byte-range locks), so
-it excludes across hosts (DESIGN §3.5: a blocked lock on kernel 6.1 is granted
-6-40 ms after the other host's release).  ``SoftFileLock`` creates its lock
-file with ``O_CREAT|O_EXCL``, which NFSv3 sends as an exclusive CREATE
-(RFC 1813 §3.3.8), atomic on the server.  Either way one holder at a time.
+it excludes across hosts (docs/nfs-facts.md, "Locks": a blocked lock on kernel
+6.1 is granted 6-40 ms after the other host's release).  ``SoftFileLock``
+creates its lock file with ``O_CREAT|O_EXCL``, which NFSv3 sends as an
+exclusive CREATE (RFC 1813 §3.3.8), atomic on the server.  Either way one
+holder at a time.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Their native code opens files below Python; simfs routes those entry points
 through the simulated file layer, so these libraries meet NFS semantics like
 any Python code: data written on host A is read on host B once A has closed
-the file and B opens it (close-to-open, DESIGN §3.4).
+the file and B opens it (close-to-open, docs/design.md, "The NFS model").
 """
 
 from __future__ import annotations
@@ -133,9 +133,10 @@ def test_numpy_memmap_writes_reach_the_other_host_after_flush(real_disk_untouche
 
 def test_a_shared_mmap_writes_back_only_the_pages_it_changed():
     # Two hosts writing different pages of one file: the server holds both
-    # (DESIGN §3.5).  The kernel writes back dirty pages only
-    # (mm/page-writeback.c), so A's mapping, made before B wrote page 0, must
-    # write page 1 alone and never put its stale page 0 back.
+    # (docs/nfs-facts.md, "Writes and data visibility").  The kernel writes
+    # back dirty pages only (mm/page-writeback.c), so A's mapping, made before
+    # B wrote page 0, must write page 1 alone and never put its stale page 0
+    # back.
     page = mmap.PAGESIZE
 
     def map_then_write_page_one(path: str) -> None:

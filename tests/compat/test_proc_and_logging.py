@@ -110,8 +110,9 @@ def log_records(path: str, who: str, wait: float) -> None:
 
 
 def test_file_handlers_on_two_hosts_append_after_each_others_close(real_disk_untouched):
-    # Close-to-open (DESIGN §3.4): B's open for append revalidates the file's
-    # size with the server, so its records land after A's closed ones.
+    # Close-to-open (docs/design.md, "The NFS model"): B's open for append
+    # revalidates the file's size with the server, so its records land after
+    # A's closed ones.
     w, a, b = two_hosts()
     w.spawn(a, log_records, "/shared/train.log", "a", 0)
     w.spawn(b, log_records, "/shared/train.log", "b", 5)

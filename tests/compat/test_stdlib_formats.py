@@ -2,9 +2,10 @@
 
 Each writer runs unmodified on host a; host b starts reading two virtual
 seconds later, after every writer has closed its files, so close-to-open
-makes a's bytes b's (DESIGN §3.5).  What b reads must be what a wrote, and
-nothing may reach the real disk.  Archives are what a shared model cache
-unpacks; shelve and dbm.dumb are what small job ledgers are made of.
+makes a's bytes b's (docs/nfs-facts.md, "Writes and data visibility").  What b
+reads must be what a wrote, and nothing may reach the real disk.  Archives are
+what a shared model cache unpacks; shelve and dbm.dumb are what small job
+ledgers are made of.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def test_every_container_is_privileged_on_the_host_network_and_labelled() -> Non
 
 def test_each_client_mounts_with_its_hosts_options_plus_nosharecache() -> None:
     # Two clients on one kernel share one superblock, so one cache, unless
-    # each mount says nosharecache (nfs(5); DESIGN.md section 7).
+    # each mount says nosharecache (nfs(5); docs/design.md, "Real NFS").
     engine = FakeEngine()
     make_stack(engine).up(HOSTS)
     environments = {c.name: c.kwargs["environment"] for c in engine.containers}

@@ -6,10 +6,10 @@ As pyfakefs's fake/real twin tests do, one test body meets both backends:
 inside compose/vm.py's VM).  The mounts the real tier needs, and their
 options, are ``MOUNTS`` below; compose/ci_real_tier.sh mounts exactly these.
 
-Where client kernel releases differ (DESIGN §3.5: the 6.12 lock grant), a
-test reads ``cluster.kernel``: the simulation runs every test once per
-measured kernel profile (``sim-6.1``, ``sim-6.12``), and the real backend
-uses the profile of the kernel it runs on (``uname -r`` in the VM, e.g.
+Where client kernel releases differ (docs/nfs-facts.md, "Kernel 6.12": the 6.12
+lock grant), a test reads ``cluster.kernel``: the simulation runs every test
+once per measured kernel profile (``sim-6.1``, ``sim-6.12``), and the real
+backend uses the profile of the kernel it runs on (``uname -r`` in the VM, e.g.
 6.12.117+deb12-amd64 under ``VM_KERNEL=6.12``), so a real pass on 6.12 is
 checked against the 6.12 facts.
 """
@@ -27,7 +27,8 @@ from scenarios._base import ProcessSpec
 from simfs._nfs._kernels import KERNELS, KernelProfile, running_kernel_profile
 
 # Host name -> nfs(5) options, shared by both backends.  Short attribute
-# timeouts keep the real tier to seconds (DESIGN §3.5 measured acdirmin=3).
+# timeouts keep the real tier to seconds (docs/nfs-facts.md, "Attribute and
+# dentry caches" measured acdirmin=3).
 MOUNTS = {
     "a": "vers=3,acdirmin=3,acdirmax=3,acregmin=3,acregmax=3",
     "b": "vers=3,acdirmin=3,acdirmax=3,acregmin=3,acregmax=3",

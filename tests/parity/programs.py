@@ -174,7 +174,7 @@ def replace_file(root: str, relative: str, at: float) -> None:
     os.replace(directory / "new", directory / "metadata.json")
 
 
-# -- byte-range writes (DESIGN §3.5 "Writes") -----------------------------------
+# -- byte-range writes (docs/nfs-facts.md, "Writes and data visibility") ----------
 
 
 def write_file(root: str, relative: str, data: bytes) -> None:
@@ -245,7 +245,7 @@ def append_records(root: str, relative: str, tag: str, count: int, pause: float)
     os.close(fd)
 
 
-# -- stale handles (DESIGN §3.5 "Stale handles") ------------------------------------
+# -- stale handles (docs/nfs-facts.md, "Stale handles") ---------------------------
 
 
 def _errno_of(call: Callable[[], object]) -> str:

@@ -1,8 +1,9 @@
 """NFS semantics, one test body each, on the simulation and on a real Linux client.
 
-Every expectation is a fact of the Linux 6.1 NFSv3 client and knfsd (DESIGN
-§3.4-3.5, nfs(5)).  On the simulation times are exact; on the real tier they
-carry process start-up and emulation jitter, hence the tolerance ``SLACK``.
+Every expectation is a fact of the Linux 6.1 NFSv3 client and knfsd
+(docs/nfs-facts.md, nfs(5)).  On the simulation times are exact; on the real
+tier they carry process start-up and emulation jitter, hence the tolerance
+``SLACK``.
 """
 
 from __future__ import annotations

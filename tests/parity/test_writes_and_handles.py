@@ -1,7 +1,7 @@
 """Byte-range writes, stale handles and lock grants, on the simulation and a real client.
 
-Every expectation is DESIGN §3.5 (Linux 6.1 NFSv3 client, knfsd), or, where
-marked "prediction", what the kernel source says (fs/nfs/write.c) and the
+Every expectation is docs/nfs-facts.md (Linux 6.1 NFSv3 client, knfsd), or,
+where marked "prediction", what the kernel source says (fs/nfs/write.c) and the
 real tier checks.  Setup writes go through a third host ("pos") so that the
 writers hold no cached pages of the file.
 """
@@ -17,11 +17,11 @@ PAGE = 4096
 
 # The tests below that order two hosts' flushes keep every dirty window (a
 # write to its close) at 0.1 s, under the 0.6 s the earliest writeback
-# before close took (DESIGN §3.5), so a close is the flush.  With the writes
-# made at 0 and the closes seconds apart (their first design), the real tier
-# failed in some VM runs on 6.1 and 6.12 alike: watching knfsd's copy every
-# 20 ms showed writeback flushing one host's range before the other's close,
-# or both in one flusher pass.
+# before close took (docs/nfs-facts.md, "Writes and data visibility"), so a
+# close is the flush.  With the writes made at 0 and the closes seconds apart
+# (their first design), the real tier failed in some VM runs on 6.1 and 6.12
+# alike: watching knfsd's copy every 20 ms showed writeback flushing one host's
+# range before the other's close, or both in one flusher pass.
 
 
 def _written(cluster, base, first, second, content):
@@ -81,7 +81,8 @@ def test_a_patch_to_a_page_read_in_the_same_open_rewrites_the_whole_page(cluster
 
 
 def test_unclosed_writes_reach_the_other_host_before_the_close(cluster):
-    # DESIGN §3.5: visible 0.6 s to 31 s after the write, never only at close.
+    # docs/nfs-facts.md, "Writes and data visibility": visible 0.6 s to 31 s
+    # after the write, never only at close.
     base = _setup(cluster, "writeback")
     cluster.run(("pos", programs.write_file, (f"{base}/f", b"")))
     _, seen = cluster.run(("a", programs.write_and_hold, (f"{base}/f", 40.0)),
@@ -92,8 +93,9 @@ def test_unclosed_writes_reach_the_other_host_before_the_close(cluster):
 
 
 def test_two_hosts_appending_lose_records(cluster):
-    # DESIGN §3.5: each host appends at its cached size; 42-47 % of the
-    # records were lost (some runs also left NUL-filled records).
+    # docs/nfs-facts.md, "Writes and data visibility": each host appends at its
+    # cached size; 42-47 % of the records were lost (some runs also left
+    # NUL-filled records).
     base = _setup(cluster, "append")
     cluster.run(("a", programs.append_records, (f"{base}/log", "A", 150, 0.1)),
                 ("b", programs.append_records, (f"{base}/log", "B", 150, 0.13)),
@@ -105,8 +107,9 @@ def test_two_hosts_appending_lose_records(cluster):
 
 
 def test_the_holder_of_a_removed_nfs_file_gets_estale_from_fstat_and_read(cluster):
-    # DESIGN §3.5: b lists the .nfs entry, rmdir is ENOTEMPTY, rmtree removes
-    # it; a's fstat and unbuffered read are then ESTALE and close is fine.
+    # docs/nfs-facts.md, "Stale handles": b lists the .nfs entry, rmdir is
+    # ENOTEMPTY, rmtree removes it; a's fstat and unbuffered read are then
+    # ESTALE and close is fine.
     base = _setup(cluster, "stale-fstat")
     held, (listed, rmdir, rmtree) = cluster.run(
         ("a", programs.fstat_read_close_unlinked, (base, 2.0)),
@@ -131,18 +134,19 @@ def test_a_recreated_cwd_is_stale_until_a_chdir_to_its_path(cluster):
     _, seen = cluster.run(("a", programs.remove_tree_at, (f"{base}/d", 1.0, True)),
                           ("b", programs.cwd_after_recreation, (f"{base}/d", 2.0)))
     stat, listing, opened, entries = seen
-    assert stat in ("ok", "ESTALE")  # "may answer from cache" (DESIGN §3.5)
+    # "may answer from cache" (docs/nfs-facts.md, "Stale handles")
+    assert stat in ("ok", "ESTALE")
     assert (listing, opened, entries) == ("ESTALE", "ESTALE", ["new"])
 
 
 def test_a_negative_entry_made_in_a_directory_just_made_elsewhere_is_not_trusted(cluster):
-    # DESIGN §3.5.  b first looks in the parent (twice, so its view of it is
-    # trusted), then a makes d, so b's view of the parent is older than d:
-    # b's LOOKUP of d sees the parent changed, so d's dentry does not verify;
-    # the next walk LOOKUPs d again, sees it changed, and distrusts its
-    # negative entries (fs/nfs/dir.c nfs_lookup, nfs_set_verifier).  A later
-    # negative entry, confirmed by a second lookup, is trusted for acdirmin
-    # (3 s on b) as usual.
+    # docs/nfs-facts.md, "Attribute and dentry caches".  b first looks in the
+    # parent (twice, so its view of it is trusted), then a makes d, so b's view
+    # of the parent is older than d: b's LOOKUP of d sees the parent changed,
+    # so d's dentry does not verify; the next walk LOOKUPs d again, sees it
+    # changed, and distrusts its negative entries (fs/nfs/dir.c nfs_lookup,
+    # nfs_set_verifier).  A later negative entry, confirmed by a second lookup,
+    # is trusted for acdirmin (3 s on b) as usual.
     base = _setup(cluster, "fresh-dir")
     _, seen = cluster.run(
         ("a", programs.mkdirs_at, (((0.5, f"{base}/d"), (1.5, f"{base}/d/x"),
@@ -168,9 +172,9 @@ def test_unlinking_a_second_hard_link_shows_one_link_at_once_on_that_host(cluste
 @pytest.mark.parametrize("hold", [2.0, 10.0], ids=["short-hold", "long-hold"])
 def test_a_flock_blocked_on_another_host_is_granted_when_its_kernel_learns_of_the_release(
         cluster, hold):
-    # DESIGN §3.5: 6-40 ms after the release on Linux 6.1 (the GRANTED
-    # callback); on 6.12.117 the server drops the queued request and the
-    # client's lockd retries every ~30 s counted from the block
+    # docs/nfs-facts.md, "Locks": 6-40 ms after the release on Linux 6.1 (the
+    # GRANTED callback); on 6.12.117 the server drops the queued request and
+    # the client's lockd retries every ~30 s counted from the block
     # (compose/probe_lock_grant.py: a release 1 s or 9 s after the block was
     # granted at the same instant, 31.45 s after the block).  The kernel
     # profile (simfs/_nfs/_kernels.py) holds each rule; the real tier checks

@@ -1,10 +1,11 @@
 """reference.cas: a CAS root shared by many writers, each rule against its failure.
 
 Facts: seed 004 (fixed temp names collide, size-only reuse serves another
-pod's bytes, crashed writers' temps stay forever); DESIGN.md §3.4-3.5
-(negative entries trusted for acdirmin, silly rename of a file open on the
-same host, ESTALE on another host, unflushed writes reaching the server
-late); open(2) on NFS (link then check the link count).
+pod's bytes, crashed writers' temps stay forever); docs/design.md, "The NFS
+model", and docs/nfs-facts.md (negative entries trusted for acdirmin, silly
+rename of a file open on the same host, ESTALE on another host, unflushed
+writes reaching the server late); open(2) on NFS (link then check the link
+count).
 """
 
 import json
@@ -88,8 +89,9 @@ def _probe_then_ensure(root, entry, probe_at, ensure_at):
 
 
 def test_a_stale_negative_entry_sends_a_second_download_whose_link_fails_eexist_on_the_server():
-    # DESIGN §3.5: host b's "absent" for blobs/<digest> is trusted for
-    # acdirmin (30 s) after its lookup; the LINK goes to the server anyway.
+    # docs/nfs-facts.md, "Attribute and dentry caches": host b's "absent" for
+    # blobs/<digest> is trusted for acdirmin (30 s) after its lookup; the LINK
+    # goes to the server anyway.
     world, a, b = _world(seed=1)
     world.spawn(a, _ensure_blob, "/shared/cas", WEIGHTS, 0.01, 1.0)
     probe = world.spawn(b, _probe_then_ensure, "/shared/cas", WEIGHTS, 0.5, 10.0)
@@ -109,8 +111,8 @@ def _hold_blob_open_while(root, entry, seconds):
 
 
 def test_publishing_beside_a_reader_on_the_same_host_leaves_no_silly_rename():
-    # os.replace over a blob open on this host would leave .nfsXXXX (DESIGN
-    # §3.5); link() never touches the winner.
+    # os.replace over a blob open on this host would leave .nfsXXXX
+    # (docs/nfs-facts.md, "Silly rename"); link() never touches the winner.
     world, a, _ = _world(seed=2)
     reader = world.spawn(a, _hold_blob_open_while, "/shared/cas", WEIGHTS, 5.0)
     world.spawn(a, _probe_then_ensure, "/shared/cas", WEIGHTS, 0.0, 1.0)
@@ -274,11 +276,12 @@ def _boot(root, start_s):
 @pytest.mark.parametrize("heartbeat_s", [60.0, 1e9])
 def test_the_boot_sweep_takes_a_crashed_writers_temp_and_a_live_one_only_without_heartbeat(
         heartbeat_s):
-    # Unflushed writes do not move the server's mtime (DESIGN §3.5: they land
-    # 0.6-31 s late, or at close); the heartbeat fsync is what keeps a long
-    # download's temp younger than the 6 h the sweep allows.  The boot runs on
-    # a third host: a stat on the writer's own host flushes its dirty pages
-    # first (nfs_getattr), which would hide the missing heartbeat.
+    # Unflushed writes do not move the server's mtime (docs/nfs-facts.md,
+    # "Writes and data visibility": they land 0.6-31 s late, or at close); the
+    # heartbeat fsync is what keeps a long download's temp younger than the 6 h
+    # the sweep allows.  The boot runs on a third host: a stat on the writer's
+    # own host flushes its dirty pages first (nfs_getattr), which would hide
+    # the missing heartbeat.
     world, a, b = _world(seed=5, faults=FaultPlan(crashes=(HostCrash("a", 25.0),)))
     c = world.host("c")
     world.spawn(a, _crash_mid_download, "/shared/cas")
@@ -337,7 +340,8 @@ def test_gc_evicts_the_lru_snapshot_and_its_open_file_lives_on_as_nfs_until_clos
     report, silly, orphans, data, blobs, again, silly_after, snapshots = gc.result()
     new_digest = manifest_for("new", {"w.bin": b"n" * 4000}).entries[0].digest
     assert report.evicted == ["old"] and report.bytes_after == 4000
-    assert silly  # DESIGN §3.5: unlinked while open on this host, renamed .nfsXXXX
+    # docs/nfs-facts.md, "Silly rename": unlinked while open on this host, renamed .nfsXXXX
+    assert silly
     assert any("ENOTEMPTY" in error for error in report.errors)  # rmdir beside it
     assert orphans == []  # the orphan sweep leaves .nfs entries alone
     assert data == b"o" * 4000  # the reader still reads the evicted bytes

@@ -1,7 +1,7 @@
 """reference.checkpoint under simulated NFS: retention that survives silly renames.
 
-Facts: DESIGN.md §3.5 (a file open on this host and unlinked leaves
-``.nfs`` + 24 hex digits until the close; rmdir beside it is ENOTEMPTY;
+Facts: docs/nfs-facts.md, "Silly rename" (a file open on this host and unlinked
+leaves ``.nfs`` + 24 hex digits until the close; rmdir beside it is ENOTEMPTY;
 ``os.replace`` over an open metadata.json leaves a ``.nfs`` entry) and seed
 002 (issues #527, #531, #372; the review's five attempts under the lock and
 the 0.75 s cap).

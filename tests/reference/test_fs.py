@@ -1,6 +1,6 @@
 """reference.fs under simulated NFS: each primitive against the failure it exists for.
 
-Facts: DESIGN.md §3.5 (negative-lookup stall, close-to-open revalidation,
+Facts: docs/nfs-facts.md (negative-lookup stall, close-to-open revalidation,
 the grandparent open when the parent does not exist yet, silly rename).
 """
 

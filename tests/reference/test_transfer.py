@@ -1,10 +1,11 @@
 """reference.transfer on a local disk and under simulated NFS (seed 003).
 
-NFS facts relied on (DESIGN.md §3.5): a host that looked a name up while it
-was absent keeps the negative entry until the parent's cached attributes
-expire (acdirmin, 30 s by default), so a plain open under a directory
-another host made meanwhile fails with ENOENT; opening the directory above
-revalidates it; data written on one host is on the server at close.
+NFS facts relied on (docs/nfs-facts.md, "Attribute and dentry caches"): a host
+that looked a name up while it was absent keeps the negative entry until the
+parent's cached attributes expire (acdirmin, 30 s by default), so a plain open
+under a directory another host made meanwhile fails with ENOENT; opening the
+directory above revalidates it; data written on one host is on the server at
+close.
 """
 
 import errno
@@ -253,7 +254,8 @@ def test_a_stale_negative_entry_for_the_parent_fails_a_plain_write_but_not_the_t
     world.spawn(a, host_a)
     outcome = world.spawn(b, host_b)
     world.run()
-    # The plain write: ENOENT from b's cache, within acdirmin (DESIGN §3.5).
+    # The plain write: ENOENT from b's cache, within acdirmin
+    # (docs/nfs-facts.md, "Attribute and dentry caches").
     assert outcome.result() == ("ENOENT", 1)
     assert world.server.read_bytes(f"{directory}/config.json") == b'{"a": 1}'
 

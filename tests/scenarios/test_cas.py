@@ -2,7 +2,8 @@
 
 Facts: seed 004 (fixed .part/.building names collide when pods share the
 root; size-only reuse serves another pod's bytes; a crashed writer's temp
-stays forever; the orphan sweep took an in-flight temp); DESIGN.md §3.4-3.5.
+stays forever; the orphan sweep took an in-flight temp); docs/design.md, "The
+NFS model", and docs/nfs-facts.md.
 """
 
 import json
@@ -85,7 +86,8 @@ def test_a_collection_beside_open_readers_leaves_nfs_alone_in_the_reference_only
     assert reference["live_reader"] == {"corrupt": 0, "error": None}  # never ESTALE
     assert reference["left"] == {"left": [], "snapshots": ["live"]}
     seed = result.samples["gc-open/seed"]["gc"]["error"]
-    assert seed.startswith("OSError: [Errno 16]") and ".nfs" in seed  # EBUSY, DESIGN §3.4
+    # EBUSY (docs/design.md, "The NFS model")
+    assert seed.startswith("OSError: [Errno 16]") and ".nfs" in seed
 
 
 def test_the_table_and_json_rows_have_every_column_and_check_finds_nothing(result, tmp_path):

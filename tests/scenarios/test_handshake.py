@@ -1,4 +1,5 @@
-"""The handshake scenario reproduces seed 000's table (DESIGN §3.5; seed 000)."""
+"""The handshake scenario reproduces seed 000's table (docs/nfs-facts.md,
+"Attribute and dentry caches"; seed 000)."""
 
 import json
 
@@ -45,7 +46,8 @@ def test_the_table_matches_the_seeds_shape_and_numbers(result):
 
 
 def test_short_acdirmin_gives_the_measured_short_stall():
-    # DESIGN §3.5, acdirmin=3,acdirmax=3: median 2.05 s, range 1.40-2.89 s.
+    # docs/nfs-facts.md, "Attribute and dentry caches", acdirmin=3,acdirmax=3:
+    # median 2.05 s, range 1.40-2.89 s.
     params = Handshake.resolve_params({"mount": "vers=3,acdirmin=3,acdirmax=3"}, trials=10)
     short = Handshake().run(SimBackend(), 1, params, lambda message: None)
     for row in short.rows:

@@ -1,4 +1,5 @@
-"""The prune scenario reproduces seed 002's experiments (DESIGN §3.5; seed 002)."""
+"""The prune scenario reproduces seed 002's experiments (docs/nfs-facts.md, "Silly
+rename"; seed 002)."""
 
 import json
 

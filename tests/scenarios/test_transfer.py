@@ -1,9 +1,9 @@
 """The transfer scenario reproduces seed 003 and the NFS trap it did not hit.
 
-NFS facts (DESIGN.md §3.5, nfs(5)): a host that looked a name up while it
-was absent trusts its negative entry until the parent's cached attributes
-expire, acdirmin (30 s by default) after that lookup; ``lookupcache=positive``
-never trusts a negative entry.
+NFS facts (docs/nfs-facts.md, "Attribute and dentry caches", nfs(5)): a host
+that looked a name up while it was absent trusts its negative entry until the
+parent's cached attributes expire, acdirmin (30 s by default) after that
+lookup; ``lookupcache=positive`` never trusts a negative entry.
 """
 
 import json

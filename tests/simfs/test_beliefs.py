@@ -1,9 +1,9 @@
 """A host's belief is the client's own answer: it predicts the next syscall.
 
 ``Host.belief`` asks ``NfsClient.verdict`` (the code ``lookup`` acts on) at
-each step of the walk a ``stat`` makes (DESIGN §3.7; STYLE "one source of
-truth per rule").  "present" and "absent" are what ``exists()`` returns next;
-"unknown" means the server decides.
+each step of the walk a ``stat`` makes (docs/design.md, "Trace and beliefs";
+STYLE "one source of truth per rule").  "present" and "absent" are what
+``exists()`` returns next; "unknown" means the server decides.
 """
 
 from __future__ import annotations

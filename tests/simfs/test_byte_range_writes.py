@@ -1,11 +1,11 @@
 """Writes are byte ranges: what two hosts writing one file leave on the server.
 
-Facts from DESIGN §3.5 "Writes" (Linux 6.1 client, knfsd, the server's copy
-read after both closes) and the kernel functions in fs/nfs/write.c and
-fs/nfs/file.c that the page cache follows (simfs/_nfs/_pagecache.py):
-``nfs_updatepage``, ``nfs_try_to_update_request``, ``nfs_can_extend_write``,
-``nfs_write_end``, ``nfs_want_read_modify_write``; fs/nfs/inode.c
-``nfs_update_inode`` for the size.
+Facts from docs/nfs-facts.md, "Writes and data visibility" (Linux 6.1 client,
+knfsd, the server's copy read after both closes) and the kernel functions in
+fs/nfs/write.c and fs/nfs/file.c that the page cache follows
+(simfs/_nfs/_pagecache.py): ``nfs_updatepage``, ``nfs_try_to_update_request``,
+``nfs_can_extend_write``, ``nfs_write_end``, ``nfs_want_read_modify_write``;
+fs/nfs/inode.c ``nfs_update_inode`` for the size.
 """
 
 from __future__ import annotations
@@ -40,24 +40,27 @@ def _two_writers(first: tuple, second: tuple, *, content: bytes | None = None,
 
 
 def test_two_hosts_writing_different_pages_of_one_file_both_land():
-    # DESIGN §3.5: two hosts pwrite different 4 KiB pages of one 8 KiB file.
+    # docs/nfs-facts.md, "Writes and data visibility": two hosts pwrite
+    # different 4 KiB pages of one 8 KiB file.
     world = _two_writers((b"A" * PAGE, 0, 1.0), (b"B" * PAGE, PAGE, 2.0),
                          content=bytes(2 * PAGE))
     assert world.server.read_bytes("/shared/f") == b"A" * PAGE + b"B" * PAGE
 
 
 def test_two_hosts_writing_different_ranges_of_one_page_both_land_with_zeros_between():
-    # DESIGN §3.5: A writes bytes 0-99, B bytes 200-299 of one 4 KiB file.
-    # Neither page is up to date on its writer (O_WRONLY: no read-modify-write),
-    # so each WRITEs only its own range (nfs_can_extend_write says no).
+    # docs/nfs-facts.md, "Writes and data visibility": A writes bytes 0-99, B
+    # bytes 200-299 of one 4 KiB file. Neither page is up to date on its writer
+    # (O_WRONLY: no read-modify-write), so each WRITEs only its own range
+    # (nfs_can_extend_write says no).
     world = _two_writers((b"A" * 100, 0, 1.0), (b"B" * 100, 200, 2.0), content=bytes(PAGE))
     data = world.server.read_bytes("/shared/f")
     assert data == b"A" * 100 + bytes(100) + b"B" * 100 + bytes(PAGE - 300)
 
 
 def test_a_shorter_write_closed_last_does_not_shrink_the_file():
-    # DESIGN §3.5: A writes 5,000 bytes, B 3,000 at offset 0, B closes last:
-    # the server holds B's 3,000 then A's 2,000.
+    # docs/nfs-facts.md, "Writes and data visibility": A writes 5,000 bytes, B
+    # 3,000 at offset 0, B closes last: the server holds B's 3,000 then A's
+    # 2,000.
     world = World()
     world.server.write_bytes("/shared/f", b"")
     a, b = world.host("a"), world.host("b")
@@ -155,8 +158,9 @@ def test_a_write_not_contiguous_with_the_pages_dirty_range_flushes_that_range_fi
 
 
 def test_a_close_never_shrinks_a_file_another_host_extended():
-    # DESIGN §3.5: size changes on the server only through writes past EOF or
-    # SETATTR; a close WRITEs ranges, it does not send a size.
+    # docs/nfs-facts.md, "Writes and data visibility": size changes on the
+    # server only through writes past EOF or SETATTR; a close WRITEs ranges, it
+    # does not send a size.
     def extend_at(at: float) -> None:
         posix.sleep(at)
         fd = os.open("/shared/f", os.O_WRONLY)
@@ -258,9 +262,10 @@ def _first_sighting(seed: int) -> float:
 
 
 def test_unclosed_writes_reach_the_server_on_the_clients_own_schedule():
-    # DESIGN §3.5: data written but neither closed nor fsynced became visible
-    # to the other host 0.6 s to 31 s later, nondeterministically; here the
-    # world's seed picks the delay inside that range, never "only at close".
+    # docs/nfs-facts.md, "Writes and data visibility": data written but neither
+    # closed nor fsynced became visible to the other host 0.6 s to 31 s later,
+    # nondeterministically; here the world's seed picks the delay inside that
+    # range, never "only at close".
     sightings = [_first_sighting(seed) for seed in range(6)]
     assert all(0.6 <= seen <= 31.1 for seen in sightings), sightings
     assert len({round(seen, 1) for seen in sightings}) > 1, sightings
@@ -276,11 +281,11 @@ def _append(tag: str, count: int, pause: float) -> None:
 
 
 def test_cross_host_o_append_loses_records_and_can_leave_nul_runs():
-    # DESIGN §3.5: two hosts appending 64-byte records (each at its cached
-    # size, nfs_file_write) lost 42-47 % of 150 records each, and some runs
-    # left NUL-filled records: a writer whose up-to-date page is extended to
-    # its whole length (nfs_can_extend_write) writes its zeros over the other
-    # host's records.
+    # docs/nfs-facts.md, "Writes and data visibility": two hosts appending
+    # 64-byte records (each at its cached size, nfs_file_write) lost 42-47 % of
+    # 150 records each, and some runs left NUL-filled records: a writer whose
+    # up-to-date page is extended to its whole length (nfs_can_extend_write)
+    # writes its zeros over the other host's records.
     lost, nul_runs = [], []
     for seed in range(4):
         world = World(seed=seed)

@@ -1,4 +1,5 @@
-"""Close-to-open data consistency (DESIGN §3.4, nfs(5) "Data and metadata coherence").
+"""Close-to-open data consistency (docs/design.md, "The NFS model", nfs(5) "Data and
+metadata coherence").
 
 Data written on one host reaches another after the writer's close (or
 fsync) and the reader's own open, which revalidates the file's attributes.

@@ -1,4 +1,5 @@
-"""Nothing a simulated process does reaches the real machine unnoticed (DESIGN §3.6).
+"""Nothing a simulated process does reaches the real machine unnoticed
+(docs/design.md, "Unmodified code: the routes").
 
 Each refusal must fire *before* the call creates anything real, and
 ``run()`` itself must report it, even when the program catches the error.

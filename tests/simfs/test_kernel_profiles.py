@@ -1,6 +1,6 @@
 """Kernel profiles: a host's kernel release decides where measured releases differ.
 
-DESIGN §3.5 "Kernel 6.12.117": the same as 6.1 in every measured case except
+docs/nfs-facts.md, "Kernel 6.12": the same as 6.1 in every measured case except
 locks: a blocked ``flock``/``lockf`` waiting on another host's lock is granted
 at the client's next retry, on lockd's 30 s timer counted from the block (the
 server drops the queued request), against 6-40 ms after the release on 6.1.
@@ -94,7 +94,8 @@ def test_an_unknown_kernel_is_refused_with_the_known_ones_listed():
 
 
 def test_the_profiles_differ_only_in_how_a_blocked_lock_learns_of_the_release():
-    # DESIGN §3.5: 6.12.117 behaved as 6.1 in every measured case but locks.
+    # docs/nfs-facts.md, "Kernel 6.12": 6.12.117 behaved as 6.1 in every
+    # measured case but locks.
     old, new = KERNELS["6.1"], KERNELS["6.12"]
     assert old.writeback_range_s == new.writeback_range_s == (0.6, 31.0)
     assert old.lock_retry_s is None and new.lock_retry_s is not None

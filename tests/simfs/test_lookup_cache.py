@@ -1,9 +1,10 @@
 """Dentry and attribute caching: the negative-lookup stall of seed 000 and its cures.
 
-Facts pinned here are DESIGN.md §3.5, measured on a Linux 6.1 NFSv3 client
-with knfsd: a name created on host A stays invisible to host B's
-``exists()`` until B's cached attributes of the parent expire, acdirmin after
-B's *first* lookup; opening the directory (close-to-open) revalidates it.
+Facts pinned here are docs/nfs-facts.md, "Attribute and dentry caches",
+measured on a Linux 6.1 NFSv3 client with knfsd: a name created on host A stays
+invisible to host B's ``exists()`` until B's cached attributes of the parent
+expire, acdirmin after B's *first* lookup; opening the directory
+(close-to-open) revalidates it.
 
 Here ``t`` is made on the server before B's first walk: that walk sends
 ACCESS for ``/shared`` first, whose post-op attributes show ``t``'s
@@ -70,7 +71,8 @@ def test_when_the_parent_does_not_exist_yet_opening_it_fails_from_cache():
     poller = world.spawn(b, poll_until_seen, MARKER, revalidate=("/shared/t",))
     world.run()
     # The open of the missing step dir answers ENOENT from the cached negative
-    # entry, without asking the server (DESIGN §3.5), so it cannot help.
+    # entry, without asking the server (docs/nfs-facts.md, "Attribute and
+    # dentry caches"), so it cannot help.
     failed = [e for e in world.trace.select(host="b", op="open", path="/shared/t")
               if e.outcome == "ENOENT"]
     assert failed and all(event.rpcs == () for event in failed[1:])
@@ -139,7 +141,8 @@ def test_an_unchanged_directory_attribute_timeout_doubles_up_to_acdirmax():
     world.spawn(b, _poll_stat, "/shared", 70)
     world.run()
     # Mounted at 0 with timeout 3; each expiry that finds nothing changed
-    # doubles it (3, 6, 12, then capped at 20): DESIGN §3.4, nfs(5) acdirmax.
+    # doubles it (3, 6, 12, then capped at 20): docs/design.md, "The NFS
+    # model", nfs(5) acdirmax.
     assert _getattr_times(world, "b") == [3.0, 9.0, 21.0, 41.0, 61.0]
 
 
@@ -162,8 +165,9 @@ def test_noac_revalidates_on_every_lookup():
 
 
 def test_open_with_o_creat_on_a_cached_negative_entry_opens_the_existing_file():
-    # DESIGN §3.3: real NFS never turns a stale negative entry into EEXIST for
-    # O_CREAT without O_EXCL; the CREATE (UNCHECKED) returns the existing file.
+    # docs/nfs-facts.md, "Attribute and dentry caches": real NFS never turns a
+    # stale negative entry into EEXIST for O_CREAT without O_EXCL; the CREATE
+    # (UNCHECKED) returns the existing file.
     def late_open():
         assert not posix.exists("/shared/f")  # caches "not found" at t=0
         posix.sleep(1.0)

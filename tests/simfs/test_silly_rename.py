@@ -1,10 +1,11 @@
 """Silly rename, and the errnos it puts in the way of removals.
 
-DESIGN §3.5, measured with Linux 6.1 and knfsd: a file open on host A and
-unlinked on A leaves ``.nfs`` + 24 hex digits in its directory; the open
-descriptor still reads the data; the entry disappears at the close;
-``rmdir`` of the directory fails with ENOTEMPTY meanwhile; ``os.replace``
-over an open ``metadata.json`` leaves a ``.nfs`` entry beside the new one.
+docs/nfs-facts.md, "Silly rename", measured with Linux 6.1 and knfsd: a file
+open on host A and unlinked on A leaves ``.nfs`` + 24 hex digits in its
+directory; the open descriptor still reads the data; the entry disappears at
+the close; ``rmdir`` of the directory fails with ENOTEMPTY meanwhile;
+``os.replace`` over an open ``metadata.json`` leaves a ``.nfs`` entry beside
+the new one.
 """
 
 import errno

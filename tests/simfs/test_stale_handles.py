@@ -1,8 +1,8 @@
 """Stale file handles: what another host's removal does to open files and cwds.
 
-Facts from DESIGN §3.5 "Stale handles" (Linux 6.1, knfsd, default options),
-with the kernel rules that produce them: ``nfs_sillyrename`` marks the
-renamed inode's attributes invalid (fs/nfs/unlink.c), an ESTALE reply marks
+Facts from docs/nfs-facts.md, "Stale handles" (Linux 6.1, knfsd, default
+options), with the kernel rules that produce them: ``nfs_sillyrename`` marks
+the renamed inode's attributes invalid (fs/nfs/unlink.c), an ESTALE reply marks
 the inode stale so every later use fails without an RPC
 (``nfs_set_inode_stale``, ``__nfs_revalidate_inode``), and ``nfs_lookup``
 stamps a new dentry with the directory's verifier from *before* the LOOKUP,
@@ -28,9 +28,10 @@ def _outcome(call, *args):
 
 
 def test_the_holder_of_a_silly_renamed_file_gets_estale_once_another_host_removed_it():
-    # DESIGN §3.5: A opens and unlinks a file; B lists the directory, sees the
-    # .nfs entry, rmdir fails ENOTEMPTY, rmtree succeeds; then on A fstat and
-    # an unbuffered read are ESTALE and close is fine.
+    # docs/nfs-facts.md, "Stale handles": A opens and unlinks a file; B lists
+    # the directory, sees the .nfs entry, rmdir fails ENOTEMPTY, rmtree
+    # succeeds; then on A fstat and an unbuffered read are ESTALE and close is
+    # fine.
     def holder() -> tuple[str, str, str]:
         fd = os.open("/shared/d/f", os.O_RDONLY)
         os.unlink("/shared/d/f")
@@ -58,7 +59,7 @@ def test_the_holder_of_a_silly_renamed_file_gets_estale_once_another_host_remove
 
 def test_a_silly_renamed_file_still_on_the_server_is_read_after_a_getattr():
     # The invalidation only sends a GETATTR: while the .nfs file exists the
-    # holder reads its data (DESIGN §3.5 "Silly rename").
+    # holder reads its data (docs/nfs-facts.md, "Silly rename").
     def holder() -> bytes:
         fd = os.open("/shared/f", os.O_RDONLY)
         os.unlink("/shared/f")
@@ -84,9 +85,9 @@ def _remove_tree_at(at: float, recreate: bool = False) -> None:
 
 
 def test_a_cwd_removed_by_another_host_is_estale_not_enoent():
-    # DESIGN §3.5: B's cwd is d; A removes d with its files.  listdir("."),
-    # open("f", "w"), stat("."), chdir("..") are ESTALE; getcwd() still
-    # returns the old path; exists("f") is False.
+    # docs/nfs-facts.md, "Stale handles": B's cwd is d; A removes d with its
+    # files.  listdir("."), open("f", "w"), stat("."), chdir("..") are ESTALE;
+    # getcwd() still returns the old path; exists("f") is False.
     def inside() -> dict[str, object]:
         os.chdir("/shared/d")
         posix.sleep(2.0)
@@ -109,9 +110,9 @@ def test_a_cwd_removed_by_another_host_is_estale_not_enoent():
 
 
 def test_a_recreated_cwd_stays_stale_until_the_process_chdirs_to_its_path_again():
-    # DESIGN §3.5: if A recreates d before B acts, B's stat(".") may answer
-    # from cache, listdir(".") and open are ESTALE, and a chdir to the path
-    # shows the new directory.
+    # docs/nfs-facts.md, "Stale handles": if A recreates d before B acts, B's
+    # stat(".") may answer from cache, listdir(".") and open are ESTALE, and a
+    # chdir to the path shows the new directory.
     def inside() -> tuple[object, ...]:
         os.chdir("/shared/d")
         posix.sleep(2.0)
@@ -150,13 +151,13 @@ def _mkdir_at(path: str, at: float) -> None:
 
 
 def test_a_negative_entry_in_a_directory_another_host_just_made_is_not_trusted():
-    # DESIGN §3.5: A makes d at S-0.05; B's first access is exists("d/x") at S
-    # (False); A makes d/x at S+0.05; B's exists("d/x") at S+0.1 is True.
-    # As measured, B had walked through /shared before (its earlier trials):
-    # its access to /shared is cached, so its walk sends no ACCESS there,
-    # and B's LOOKUP of d is the first reply to show /shared changed: d's
-    # dentry does not verify; the next walk LOOKUPs d again, sees d changed
-    # and distrusts its entries.
+    # docs/nfs-facts.md, "Attribute and dentry caches": A makes d at S-0.05;
+    # B's first access is exists("d/x") at S (False); A makes d/x at S+0.05;
+    # B's exists("d/x") at S+0.1 is True. As measured, B had walked through
+    # /shared before (its earlier trials): its access to /shared is cached, so
+    # its walk sends no ACCESS there, and B's LOOKUP of d is the first reply to
+    # show /shared changed: d's dentry does not verify; the next walk LOOKUPs d
+    # again, sees d changed and distrusts its entries.
     world = World()
     a, b = world.host("a"), world.host("b")
     world.spawn(a, _mkdir_at, "/shared/d", 0.95)
@@ -182,8 +183,9 @@ def test_a_host_that_never_walked_the_parent_trusts_the_negative_entry_for_acdir
 
 
 def test_a_negative_entry_confirmed_by_a_second_lookup_is_trusted_for_acdirmin():
-    # DESIGN §3.5: a negative entry B makes later in d and confirms with a
-    # second lookup is trusted for acdirmin (30 s) as usual.
+    # docs/nfs-facts.md, "Attribute and dentry caches": a negative entry B
+    # makes later in d and confirms with a second lookup is trusted for
+    # acdirmin (30 s) as usual.
     world = World()
     a, b = world.host("a"), world.host("b")
     world.spawn(a, _mkdir_at, "/shared/d", 0.95)

@@ -10,7 +10,7 @@ Linux client keeps a link's target in its page cache and revalidates it by
 attributes only (fs/nfs/symlink.c ``nfs_get_link``), so a host reads a
 link's target once.  A link's name obeys the dentry rules of any name: a
 negative entry hides a link made on another host until acdirmin, as it
-hides a file (DESIGN §3.5).
+hides a file (docs/nfs-facts.md, "Attribute and dentry caches").
 
 Every program below is plain ``os``/``pathlib``/``shutil`` code.
 """

@@ -1,8 +1,9 @@
 """Unmodified code in the world: plain_programs.py never imports simfs.
 
 Each test runs a plain function as a simulated process and checks what it
-saw.  The NFS facts involved are DESIGN.md §3.5 (the seed-000 stall) and
-nfs(5) (flock emulated as NLM locks, "local_lock=none").
+saw.  The NFS facts involved are docs/nfs-facts.md, "Attribute and dentry
+caches" (the seed-000 stall) and nfs(5) (flock emulated as NLM locks,
+"local_lock=none").
 """
 
 import _thread
@@ -31,7 +32,8 @@ def test_a_plain_exists_poller_stalls_until_acdirmin_as_in_seed_000(created_at):
     w.spawn(w.host("a"), plain.create_marker, "/shared/t/marker", created_at)
     poller = w.spawn(w.host("b"), plain.poll_exists, "/shared/t/marker")
     w.run()
-    assert poller.result() == pytest.approx(30.0)  # DESIGN §3.5: acdirmin after first poll
+    # acdirmin after the first poll (docs/nfs-facts.md, "Attribute and dentry caches")
+    assert poller.result() == pytest.approx(30.0)
 
 
 def test_the_same_code_with_the_seeds_revalidating_check_sees_it_within_a_poll():

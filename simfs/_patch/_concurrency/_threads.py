@@ -8,7 +8,7 @@ are pure Python on top of them and need no patch of their own, which is
 what makes ``concurrent.futures.ThreadPoolExecutor`` work unchanged.
 
 Every thread identity a program can observe comes from the world, never from
-the interpreter's globals (STYLE: observable identifiers come from the
+the interpreter's globals (docs/contributing.md: observable identifiers come from the
 world): ``get_ident``/``get_native_id``, ``current_thread()`` (a simulated
 process's first thread is its ``MainThread``), ``enumerate()``, the
 ``Thread-N`` default names and the ``ThreadPoolExecutor-N`` prefix.  The real

@@ -1,6 +1,6 @@
 """Routes for ``fcntl``: flock and lockf get real lock semantics across hosts.
 
-pyfakefs makes them no-ops (DESIGN §3.3); here they go to the world's lock
+pyfakefs makes them no-ops (docs/design.md, 'Unmodified code'); here they go to the world's lock
 table, as Linux NFS sends them to the server's lock manager.
 
 ``fcntl.fcntl`` and ``fcntl.ioctl`` inside the world never reach a real

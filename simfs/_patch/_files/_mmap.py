@@ -9,8 +9,9 @@ read-only.  A shared, writable mapping writes its changed pages back with
 ``pwrite`` on ``flush()``, ``close()`` and when it is dropped inside its
 process: the writes reach the host's page cache exactly as ``write()``'s do,
 and other hosts see them after the writer's flush and their own open
-(close-to-open, DESIGN §3.4).  The kernel writes back dirty pages, not the
-whole mapping (mm/page-writeback.c), so only pages that changed are written.
+(close-to-open, docs/design.md, "The NFS model").  The kernel writes back dirty
+pages, not the whole mapping (mm/page-writeback.c), so only pages that changed
+are written.
 
 Unlike a real shared mapping, another process on the same host does not see
 the bytes before that write-back; a mapping dropped outside its process with

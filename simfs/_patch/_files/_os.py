@@ -51,10 +51,11 @@ _FD_CALLS: dict[str, _Call] = {
     "ftruncate": lambda s: s.ftruncate, "dup": lambda s: s.dup, "fchmod": lambda s: s.chmod,
     "fchown": lambda s: s.chown, "fstatvfs": lambda s: s.statvfs,
 }
-# Real things a simulated process must not do: the loud escapes of DESIGN §3.6.
-# os.fork and os.forkpty are refused by the audit hook instead (_audit): left
-# unwrapped, Python 3.12's "multi-threaded, use of fork()" warning names the
-# program's own call, not a simfs route, when a program forks outside a world.
+# Real things a simulated process must not do: the loud escapes of
+# docs/design.md, "Unmodified code: the routes". os.fork and os.forkpty are
+# refused by the audit hook instead (_audit): left unwrapped, Python 3.12's
+# "multi-threaded, use of fork()" warning names the program's own call, not a
+# simfs route, when a program forks outside a world.
 _ESCAPES = (
     "system", "popen", "execv", "execve", "execl", "execle", "execlp",
     "execlpe", "execvp", "execvpe", "spawnv", "spawnve", "spawnl", "spawnle", "spawnlp",

@@ -2,8 +2,9 @@
 
 Each raises ``SimulationEscape`` naming the process, its host and what it
 tried, and the world re-raises it from ``run()`` even if the code caught it
-(DESIGN §3.6).  Socket pairs (trio's own wake-up channel) are left alone:
-they never leave the machine and carry no simulated state.
+(docs/design.md, "Unmodified code: the routes").  Socket pairs (trio's own
+wake-up channel) are left alone: they never leave the machine and carry no
+simulated state.
 
 Every refusal sits at the *first* call that would create something real, so
 nothing real exists when it fires (measured before these routes: a spawn

@@ -1,8 +1,8 @@
 """Identifiers a program reads from its machine, answered by the world.
 
 A seed must give the same run on any machine and after any history of the
-test process (STYLE: observable identifiers come from the world).  These
-calls otherwise answer from the real process or machine:
+test process (docs/contributing.md, "Observable identifiers come from the
+world").  These calls otherwise answer from the real process or machine:
 
 - ``uuid.uuid1()`` packs the time and the machine's MAC address (libuuid's
   ``uuid_generate_time_safe``, or Python's fallback keeping the last
