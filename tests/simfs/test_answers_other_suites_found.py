@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import inspect
 import os
 import termios
 import threading
@@ -29,10 +30,9 @@ import pytest
 from simfs import SimulationEscape, World
 
 # The real fcntl functions, as a conftest that kept them before simfs's
-# routes were installed holds them (patch() keeps each original as the
-# route's __wrapped__ once the routes are in).
-REAL = {name: getattr(getattr(fcntl, name), "__wrapped__", getattr(fcntl, name))
-        for name in ("flock", "lockf", "fcntl", "ioctl")}
+# routes were installed holds them (each route wraps its original, so
+# unwrapping finds it whether the routes are in yet or not).
+REAL = {name: inspect.unwrap(getattr(fcntl, name)) for name in ("flock", "lockf", "fcntl", "ioctl")}
 
 
 def _in_world(program: Callable[[str], object]) -> object:

@@ -120,8 +120,21 @@ def install() -> None:
             _fds.refuse_foreign(process, fd, f"fcntl.ioctl({fd}, {request})")
         raise escape(process, f"fcntl.ioctl({fd}, {request}) is not simulated")
 
-    # staticmethod: called, the function; stored on a class, never bound (above).
-    patch(fcntl, "flock", staticmethod(flock))
-    patch(fcntl, "lockf", staticmethod(lockf))
-    patch(fcntl, "fcntl", staticmethod(in_world(real_fcntl, fcntl_)))
-    patch(fcntl, "ioctl", staticmethod(in_world(real_ioctl, ioctl)))
+    patch(fcntl, "flock", _unbound(real_flock, flock))
+    patch(fcntl, "lockf", _unbound(real_lockf, lockf))
+    patch(fcntl, "fcntl", _unbound(real_fcntl, in_world(real_fcntl, fcntl_)))
+    patch(fcntl, "ioctl", _unbound(real_ioctl, in_world(real_ioctl, ioctl)))
+
+
+def _unbound(original: Any, route: Any) -> staticmethod[..., Any]:
+    """``route`` as a builtin stands: called, the function; on a class, never bound.
+
+    A staticmethod copies its function's name and documentation when made
+    and its ``__wrapped__`` is read-only, so the function carries the
+    original's first: ``inspect.unwrap(fcntl.flock)`` is the real builtin.
+    """
+    route.__wrapped__ = original
+    route.__name__ = original.__name__
+    route.__qualname__ = original.__qualname__
+    route.__doc__ = original.__doc__
+    return staticmethod(route)
