@@ -65,6 +65,7 @@ class FileCalls(PathWalk):
 
     def _open(self, shown: str, start: int, components: list[str], flags: int,
               mode: int) -> int:
+        requested = flags  # F_GETFL shows what was asked, not the walk's adjustments
         access_mode = flags & os.O_ACCMODE
         if access_mode == os.O_ACCMODE:
             raise simulated_oserror(errno.EINVAL)
@@ -125,7 +126,8 @@ class FileCalls(PathWalk):
         open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
                              append=bool(flags & os.O_APPEND),
                              sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
-                             is_dir=attrs.is_dir, ofd_id=self._world._next_ofd_id())
+                             is_dir=attrs.is_dir, ofd_id=self._world._next_ofd_id(),
+                             flags=requested)
         open_file.pin = pin
         open_file.mount = self._mount_ref
         return allocate_fd(self._fds, open_file)

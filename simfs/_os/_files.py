@@ -8,6 +8,8 @@ instead of touching whatever real file has that number.
 from __future__ import annotations
 
 import errno
+import os
+import platform
 from typing import TYPE_CHECKING, Any, Final
 
 from .._errors import simulated_oserror
@@ -17,15 +19,38 @@ if TYPE_CHECKING:
 
 FD_BASE: Final = 1 << 20
 
+# The kernel's O_LARGEFILE, which open(2) adds on 64-bit Linux
+# (build_open_flags: force_o_largefile()) and F_GETFL shows: glibc's
+# os.O_LARGEFILE is 0 there, the kernel's bit is per architecture
+# (asm-generic/fcntl.h 0o100000; arm64, powerpc and others 0o400000).
+O_LARGEFILE: Final = os.O_LARGEFILE or {"aarch64": 0o400000, "arm64": 0o400000, "ppc64le": 0o400000,
+                                          "ppc64": 0o400000}.get(platform.machine(), 0o100000)
+# What open(2) keeps out of the open file description's flags
+# (do_dentry_open clears O_CREAT, O_EXCL, O_NOCTTY, O_TRUNC; O_CLOEXEC is
+# the descriptor's, not the description's).  Measured on Linux 6.18, ext4:
+# os.open(path, O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC) then F_GETFL is 0o102001.
+_NOT_KEPT: Final = os.O_CREAT | os.O_EXCL | os.O_NOCTTY | os.O_TRUNC | os.O_CLOEXEC
+# The flags F_SETFL may change (fs/fcntl.c SETFL_MASK); FASYNC is left out:
+# on a file with no fasync operation (every simulated one) setfl keeps it
+# clear (measured on Linux 6.18: F_SETFL O_ASYNC, then F_GETFL shows no O_ASYNC).
+SETFL_MASK: Final = (os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_DIRECT", 0)
+                     | getattr(os, "O_NOATIME", 0))
+
+
+def status_flags(flags: int) -> int:
+    """F_GETFL's answer for a description ``open(2)`` made with ``flags``."""
+    return (flags & ~_NOT_KEPT) | O_LARGEFILE
+
 
 class OpenFile:
     """An open file description: what ``open()`` made and ``dup()`` shares."""
 
-    __slots__ = ("append", "fileid", "is_dir", "mount", "ofd_id", "path", "pin", "pos",
+    __slots__ = ("append", "fileid", "flags", "is_dir", "mount", "ofd_id", "path", "pin", "pos",
                  "readable", "refs", "sync", "writable")
 
     def __init__(self, fileid: int, path: str, *, readable: bool, writable: bool,
-                 append: bool, sync: bool, is_dir: bool, ofd_id: int) -> None:
+                 append: bool, sync: bool, is_dir: bool, ofd_id: int,
+                 flags: int | None = None) -> None:
         self.fileid = fileid
         self.path = path
         self.readable = readable
@@ -40,6 +65,16 @@ class OpenFile:
         # The filesystem that opened it when not the export (a local disk's
         # syscalls): its descriptor's calls go there (``_mounts``).
         self.mount: Any = None
+        # F_GETFL's answer: the access mode and status flags open(2) kept.
+        if flags is None:
+            flags = ((os.O_RDWR if writable else os.O_RDONLY) if readable else os.O_WRONLY)
+            flags |= os.O_APPEND if append else 0
+        self.flags = status_flags(flags)
+
+    def set_flags(self, flags: int) -> None:
+        """F_SETFL: only the flags of ``SETFL_MASK`` change (fs/fcntl.c setfl)."""
+        self.flags = (flags & SETFL_MASK) | (self.flags & ~SETFL_MASK)
+        self.append = bool(self.flags & os.O_APPEND)
 
 
 def allocate_fd(table: dict[int, OpenFile], open_file: OpenFile) -> int:

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .._engine._scheduler import routing
 from .._errors import SimulationEscape, errno_name, simulated_oserror
 from ._dirent import SimDirEntry, SimScandirIterator
-from ._files import OpenFile, allocate_fd, lookup_fd
+from ._files import OpenFile, allocate_fd, lookup_fd, status_flags
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -382,6 +382,7 @@ class MachineFiles:
             open_file = MachineFile(real_fd, text, _identity(found), is_dir,
                                     self._world._next_ofd_id())
             open_file.mount = self
+            open_file.flags = status_flags(os.O_RDONLY | (flags & _KEPT_FLAGS))
             fd = allocate_fd(self._fds, open_file)
             return fd
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import SimulationEscape, simulated_oserror
 from ._dirent import SimScandirIterator
+from ._files import lookup_fd
 from ._machinefiles import MachineFiles, installation_roots, is_identity
 from ._syscalls import Syscalls
 
@@ -389,6 +390,14 @@ class Mounts:
         data = source.read(in_fd, count) if offset is None else source.pread(in_fd, count,
                                                                              offset)
         return target.write(out_fd, data) if data else 0
+
+    def getfl(self, fd: int) -> int:
+        # The description's own state, whatever filesystem opened it
+        # (fs/fcntl.c answers F_GETFL/F_SETFL above every filesystem).
+        return lookup_fd(self._fds, fd).flags
+
+    def setfl(self, fd: int, flags: int) -> None:
+        lookup_fd(self._fds, fd).set_flags(flags)
 
     def flock(self, fd: int, operation: int) -> None:
         self._of_fd(fd).flock(fd, operation)

@@ -271,6 +271,14 @@ class SyscallSeam(Protocol):
         """os.sendfile between two simulated descriptors."""
         ...
 
+    def getfl(self, fd: int) -> int:
+        """fcntl(fd, F_GETFL): the open file description's access mode and status flags."""
+        ...
+
+    def setfl(self, fd: int, flags: int) -> None:
+        """fcntl(fd, F_SETFL, flags): set the status flags Linux lets change."""
+        ...
+
     def flock(self, fd: int, operation: int) -> None:
         """fcntl.flock."""
         ...

@@ -233,6 +233,11 @@ def install() -> None:
         child = process.syscalls.spawn_thread(lambda: _run_thread(self), self.name, self.daemon)
         child.thread = self
         self._simfs_process = child  # type: ignore[attr-defined]
+        # Thread.start waits until the new thread has set its identity
+        # (_bootstrap_inner sets ident and native_id before _started): both
+        # are known when start() returns.
+        self._ident = child.ident  # type: ignore[attr-defined]
+        self._native_id = child.native_id  # type: ignore[attr-defined]
         self._started.set()  # type: ignore[attr-defined]
         return None
 

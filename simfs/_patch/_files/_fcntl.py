@@ -4,12 +4,22 @@ pyfakefs makes them no-ops (docs/design.md, 'Unmodified code'); here they go to 
 table, as Linux NFS sends them to the server's lock manager.
 
 ``fcntl.fcntl`` and ``fcntl.ioctl`` inside the world never reach a real
-descriptor, as the ``os`` calls do not (``_fds``): a number no process can
+descriptor, as the ``os`` calls do not (``_fds``).  On a simulated file
+``F_GETFL`` answers the open file description's flags as Linux keeps them
+and ``F_SETFL`` changes the ones Linux lets change (``O_APPEND``,
+``O_NONBLOCK``...), so a library that clears ``O_APPEND`` writes at its
+offset afterwards (``_os._files.OpenFile.set_flags``).  A number no process can
 hold is ``EBADF``; the standard streams, which belong to the test process,
 answer ``F_GETFD``/``F_GETFL`` as a batch job's pipes would and are not a
 terminal (terminal ``ioctl``s are ``ENOTTY``, as on the process's files);
 anything else on a descriptor the process does not hold is a
 ``SimulationEscape``, since it may be one of the test process's own.
+
+The four routes are ``staticmethod`` objects, callable as functions: the
+real ones are builtins, which a class attribute does not bind
+(``class Lock: _flock = fcntl.flock`` then ``self._flock(fd, op)`` passes
+``fd``), and a plain Python function there would receive ``self`` as its
+descriptor.
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from ..._errors import simulated_oserror
 from .._registry import escape, in_world, patch
 from . import _fds
 
-_HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0, fcntl.F_GETFL: 0, fcntl.F_SETFL: 0}
+_HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0}
 _STDIO = (0, 1, 2)
 try:
     import termios
@@ -88,6 +98,14 @@ def install() -> None:
             if fd in _STDIO:
                 return _stdio_fcntl(process, fd, command)
             _fds.refuse_foreign(process, fd, f"fcntl.fcntl({fd}, {command})")
+        if command == fcntl.F_GETFL:
+            return process.syscalls.getfl(fd)
+        if command == fcntl.F_SETFL:
+            if not isinstance(argument, int):
+                raise escape(process, f"fcntl.fcntl({fd}, F_SETFL, {argument!r}): F_SETFL "
+                                      "takes the flags as an int")
+            process.syscalls.setfl(fd, argument)
+            return 0
         if command in _HARMLESS:
             return _HARMLESS[command]
         raise escape(process, f"fcntl.fcntl({fd}, {command}) is not simulated; "
@@ -102,7 +120,21 @@ def install() -> None:
             _fds.refuse_foreign(process, fd, f"fcntl.ioctl({fd}, {request})")
         raise escape(process, f"fcntl.ioctl({fd}, {request}) is not simulated")
 
-    patch(fcntl, "flock", flock)
-    patch(fcntl, "lockf", lockf)
-    patch(fcntl, "fcntl", in_world(real_fcntl, fcntl_))
-    patch(fcntl, "ioctl", in_world(real_ioctl, ioctl))
+    patch(fcntl, "flock", _unbound(real_flock, flock))
+    patch(fcntl, "lockf", _unbound(real_lockf, lockf))
+    patch(fcntl, "fcntl", _unbound(real_fcntl, in_world(real_fcntl, fcntl_)))
+    patch(fcntl, "ioctl", _unbound(real_ioctl, in_world(real_ioctl, ioctl)))
+
+
+def _unbound(original: Any, route: Any) -> staticmethod[..., Any]:
+    """``route`` as a builtin stands: called, the function; on a class, never bound.
+
+    A staticmethod copies its function's name and documentation when made
+    and its ``__wrapped__`` is read-only, so the function carries the
+    original's first: ``inspect.unwrap(fcntl.flock)`` is the real builtin.
+    """
+    route.__wrapped__ = original
+    route.__name__ = original.__name__
+    route.__qualname__ = original.__qualname__
+    route.__doc__ = original.__doc__
+    return staticmethod(route)

@@ -51,6 +51,8 @@ class SimRawFile(io.RawIOBase):
                                   f"{self._owner.name!r} was used {who}")
 
     def fileno(self) -> int:
+        if self.closed:  # FileIO.fileno: a closed file's number is no longer its own
+            raise ValueError("I/O operation on closed file")
         return self._fd
 
     def readable(self) -> bool:

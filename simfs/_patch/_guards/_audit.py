@@ -65,9 +65,14 @@ _NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes
 # A fork inside the world, however os.fork was reached (a name bound before
 # the routes, a saved reference): refused before the fork happens.
 _FORKS = frozenset({"os.fork", "os.forkpty"})
+# The real fcntl module's calls (CPython audits each with the descriptor
+# first).  The routes never make one inside a process, so one seen there on a
+# simulated descriptor was made through an original captured before the
+# routes went in, and would act on the test process's descriptor instead.
+_FCNTL = frozenset({"fcntl.fcntl", "fcntl.flock", "fcntl.lockf", "fcntl.ioctl"})
 # Every event the hook judges: it is called for every audit event of the
 # interpreter (builtins.id on each route lookup among them), so one test.
-_JUDGED = frozenset({"open"}) | _READS | _WRITES | _NATIVE | _FORKS
+_JUDGED = frozenset({"open"}) | _READS | _WRITES | _NATIVE | _FORKS | _FCNTL
 _CODE_SUFFIXES = (".py", ".pyc", ".so", ".pth", ".pyi", ".typed")
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _IN_MEMORY = (":memory:", "file::memory:")
@@ -143,6 +148,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     if event in _FORKS:
         raise escape(process, f"{event}() is not simulated: simulated processes are "
                               "spawned by World.spawn, not by the program itself")
+    if event in _FCNTL:
+        _judge_fcntl(process, event, args)
+        return
     if event in _NATIVE:
         why = _native_refusal(event, args)
         if why is not None:
@@ -173,6 +181,21 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     raise escape(process, f"a real {event}({path!r}) ran inside the simulation (an original "
                           "function captured where simfs could not reroute it)")
+
+
+def _judge_fcntl(process: Process, event: str, args: tuple[Any, ...]) -> None:
+    """Refuse a real ``fcntl`` call on one of the process's simulated descriptors."""
+    fd = args[0] if args else None
+    if not isinstance(fd, int) or not process.syscalls.owns_fd(fd):
+        return
+    raise escape(process, f"the real {event}({fd}, ...) was called on descriptor {fd}, a "
+                          "simulated file of this process: that function was captured "
+                          "before simfs's routes were installed (they go in at the first "
+                          "World.spawn or World.run), in a list, a dict, a closure or a "
+                          "default argument where simfs cannot rebind it, so it would act "
+                          "on the test process's own descriptors, not the simulated file; "
+                          f"call {event} through the fcntl module at call time, or capture "
+                          "it after the routes are installed")
 
 
 def _in_export(process: Process, path: object) -> bool:
