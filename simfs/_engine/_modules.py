@@ -32,6 +32,7 @@ name a world lists in ``shared_modules``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.abc
@@ -40,9 +41,10 @@ import importlib.util
 import os
 import sys
 import sysconfig
-from collections.abc import Callable, Iterable, Sequence
-from types import FunctionType, ModuleType
-from typing import Any, Final
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+from typing import Any, Final, TypeGuard
 
 from ._routing import routing as _tls
 
@@ -64,6 +66,77 @@ _STDLIB_DIRS: Final = tuple(
     {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]})
 _SITE_MARK: Final = f"{os.sep}site-packages{os.sep}"
 _EXTENSIONS: Final = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+
+
+# -- reading a library's objects without running its code ---------------------
+#
+# simfs scans every loaded module (here and in simfs._patch's alias scan).  A
+# library's object may run code when read: torch.distributed.reduce_op's
+# ``__getattribute__`` warns FutureWarning, and ``isinstance`` reads
+# ``__class__`` through it; a metaclass may define ``__getattribute__``; a
+# module's ``__getattr__`` (PEP 562) may import a submodule.  The scans so
+# look at ``type(value)`` and read ``__dict__`` and ``__module__`` through
+# the C descriptors of ``ModuleType`` and ``type`` themselves, which run no
+# code of the library's (issue 30).
+
+_MODULE_DICT: Final[Any] = vars(ModuleType)["__dict__"]
+_TYPE_DICT: Final[Any] = vars(type)["__dict__"]
+_TYPE_MODULE: Final[Any] = vars(type)["__module__"]
+
+
+def is_module(value: object) -> TypeGuard[ModuleType]:
+    """``isinstance(value, ModuleType)`` without reading ``value.__class__``."""
+    return issubclass(type(value), ModuleType)
+
+
+def module_namespace(value: object) -> dict[str, Any] | None:
+    """A module's own ``__dict__``, read without its code; None for anything else."""
+    if not issubclass(type(value), ModuleType):
+        return None
+    namespace = _MODULE_DICT.__get__(value)
+    return namespace if type(namespace) is dict else None
+
+
+def class_namespace(cls: type) -> Any:
+    """``vars(cls)`` without the metaclass's ``__getattribute__``."""
+    return _TYPE_DICT.__get__(cls)
+
+
+def class_module(cls: object) -> object:
+    """``cls.__module__`` without the metaclass's ``__getattribute__`` (None if unset)."""
+    try:
+        return _TYPE_MODULE.__get__(cls)
+    except AttributeError:
+        return None
+
+
+def defining_module(value: object) -> object:
+    """The module name ``value`` (a module, class, function or instance) says it is from.
+
+    What ``getattr(value, "__module__")`` answers (a module's ``__name__``),
+    read without running any of the value's code: an instance answers its
+    class's.
+    """
+    kind = type(value)
+    if kind is MethodType:
+        value = value.__func__  # type: ignore[attr-defined]
+        kind = type(value)
+    if issubclass(kind, ModuleType):
+        namespace = module_namespace(value)
+        return None if namespace is None else namespace.get("__name__")
+    if issubclass(kind, type):
+        return class_module(value)
+    if kind is FunctionType or kind is BuiltinFunctionType:
+        return value.__module__
+    return class_namespace(kind).get("__module__")
+
+
+@contextlib.contextmanager
+def scanning() -> Iterator[None]:
+    """Warnings off for one of simfs's scans (never a library's warning raised there)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 class ModuleView:
@@ -157,8 +230,8 @@ def _classify_top(top: str, module: ModuleType) -> bool:
         return True
     if top in sys.stdlib_module_names or top in HARNESS or top in ("__main__", "__mp_main__"):
         return False
-    root = sys.modules.get(top, module)
-    spec = getattr(root, "__spec__", None)
+    namespace = module_namespace(sys.modules.get(top, module))
+    spec = None if namespace is None else namespace.get("__spec__")
     if spec is None:
         return False  # built by the program (types.ModuleType) or a C module
     locations = spec.submodule_search_locations
@@ -376,12 +449,17 @@ def engage(shared: Iterable[str] = ()) -> None:
 
 
 def _adopt(view: ModuleView, names: Iterable[str]) -> None:
+    with scanning():
+        _adopt_quietly(view, names)
+
+
+def _adopt_quietly(view: ModuleView, names: Iterable[str]) -> None:
     modules = sys.modules
     table = view.table
     changed = False
     for name in names:
         module = modules.get(name)
-        if isinstance(module, ModuleType) and per_process(name, module):
+        if is_module(module) and per_process(name, module):
             if table.get(name) is not module:
                 table[name] = module
                 changed = True
@@ -402,8 +480,8 @@ def _adopt(view: ModuleView, names: Iterable[str]) -> None:
 
 def _shared_top(value: object) -> str | None:
     """The shared non-standard package ``value`` (a module, class or function) is from."""
-    name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
-    if not isinstance(name, str):
+    name = defining_module(value)
+    if type(name) is not str:
         return None
     top = _top(name)
     if top in sys.stdlib_module_names or top in HARNESS or top in ("__main__", "builtins"):
@@ -427,11 +505,9 @@ def newly_shared(processes: Iterable[tuple[str, ModuleView]], reported: set[str]
 
 def _note_shared(view: ModuleView, module: ModuleType) -> None:
     """Record the shared packages a process's own copy of ``module`` refers to."""
-    for value in list(vars(module).values()):
-        try:
-            top = _shared_top(value)
-        except Exception:  # a value whose __module__ runs code of its own
-            continue
+    namespace = module_namespace(module)
+    for value in list(namespace.values()) if namespace is not None else ():
+        top = _shared_top(value)
         if top is not None:
             view.shared.add(top)
 

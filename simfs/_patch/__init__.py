@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import importlib
 import sys
-from types import FunctionType, ModuleType
+from types import FunctionType, MethodType, ModuleType
 
+from .._engine._modules import class_module, class_namespace, module_namespace, scanning
 from ._clocks import _cpu, _time
 from ._concurrency import _threads
 from ._files import _descriptors, _fcntl, _io, _mmap, _os, _probes
@@ -112,33 +113,52 @@ def _route_trio(module: ModuleType) -> None:
 
 
 def _rebind_aliases() -> None:
+    """Rebind, in every module loaded since the last scan, names bound to an original.
+
+    The scan runs none of the modules' code: it reads their ``__dict__`` and
+    their classes' through the C descriptors and tests ``type(value)``, never
+    ``isinstance`` (which reads ``__class__``, and torch's deprecated
+    ``reduce_op`` warns on every attribute read), and warnings are off
+    while it runs (``-W error`` must not fail a spawn on a library's
+    warning: issue 30).
+    """
     global _modules_seen
     if len(sys.modules) == _modules_seen:
         return  # nothing imported since the last scan (every World.run() calls this)
     _modules_seen = len(sys.modules)
-    for name, module in list(sys.modules.items()):
-        if name in _scanned or not isinstance(module, ModuleType):
-            continue
-        _scanned.add(name)
-        if name in _KEEP_REAL or name == "simfs" or name.startswith("simfs."):
-            continue
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict):
-            continue
-        for attribute, value in list(namespace.items()):
-            found = REPLACEMENTS.get(id(value))
-            if found is not None and found[0] is value:
-                namespace[attribute] = found[1]
-            elif isinstance(value, FunctionType):
-                _rebind_defaults(value)
-            elif isinstance(value, type) and getattr(value, "__module__", None) == name:
-                _rebind_class(value)
+    with scanning():
+        for name, module in list(sys.modules.items()):
+            if name in _scanned:
+                continue
+            namespace = module_namespace(module)
+            if namespace is None:
+                continue
+            _scanned.add(name)
+            if name in _KEEP_REAL or name == "simfs" or name.startswith("simfs."):
+                continue
+            _rebind_namespace(name, namespace)
+
+
+def _rebind_namespace(name: str, namespace: dict[str, object]) -> None:
+    for attribute, value in list(namespace.items()):
+        found = REPLACEMENTS.get(id(value))
+        if found is not None and found[0] is value:
+            namespace[attribute] = found[1]
+        elif type(value) is FunctionType:
+            _rebind_defaults(value)
+        elif issubclass(type(value), type) and class_module(value) == name:
+            _rebind_class(value)  # type: ignore[arg-type]
+
+
+# Class members whose function _rebind_class looks into (read as the C
+# member ``__func__``; any other member is looked at as it is).
+_WRAPPERS = (staticmethod, classmethod, MethodType)
 
 
 def _rebind_class(cls: type) -> None:
     """Class attributes holding originals (3.13's glob: ``scandir = staticmethod(os.scandir)``)."""
-    for attribute, member in list(vars(cls).items()):
-        inner = getattr(member, "__func__", member)
+    for attribute, member in list(class_namespace(cls).items()):
+        inner = member.__func__ if type(member) in _WRAPPERS else member
         replacement = _replacement(inner)
         if replacement is not inner:
             wrapped: object = replacement
@@ -152,7 +172,7 @@ def _rebind_class(cls: type) -> None:
                 # self.converter(t) must still pass only t).
                 wrapped = staticmethod(replacement)
             setattr(cls, attribute, wrapped)
-        elif isinstance(inner, FunctionType):
+        elif type(inner) is FunctionType:
             _rebind_defaults(inner)
 
 

@@ -1,10 +1,11 @@
 """The native tier: torch and pyarrow, which open paths in C++, inside the world.
 
 Run with ``pytest -m native tests/native`` in an environment that has
-``torch==2.13.0+cpu`` and ``pyarrow`` (CI installs them into their own venv,
-``.ci/run``): neither is a dependency of simfs or of the ``test`` extra.  The
+``torch==2.13.0+cpu``, ``pyarrow`` and ``pandas`` (CI installs them into their own venv,
+``.ci/run``): none is a dependency of simfs or of the ``test`` extra.  The
 fast tier deselects these tests (``-m 'not native'``) and never imports
-torch or pyarrow: each test imports them itself.
+torch, pyarrow or pandas: each test imports them itself (pandas in a fresh
+interpreter, for its first import inside a process).
 """
 
 from __future__ import annotations

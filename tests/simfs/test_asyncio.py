@@ -93,3 +93,32 @@ def test_a_world_stopped_mid_loop_unwinds_its_event_loop():
 def test_asyncio_outside_the_world_is_untouched():
     _two_hosts(seed=1)  # routes installed
     assert asyncio.run(asyncio.sleep(0, result="real")) == "real"
+
+
+def _loop_thread_program():
+    # A library's loop thread (zarr keeps one): the loop is made in the
+    # process's main thread and run forever by another simulated thread;
+    # coroutines are handed to it with run_coroutine_threadsafe.
+    import threading
+
+    loop = asyncio.new_event_loop()
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    async def nap():
+        await asyncio.sleep(5)
+        return time.monotonic()
+
+    woke = asyncio.run_coroutine_threadsafe(nap(), loop).result()
+    loop.call_soon_threadsafe(loop.stop)
+    runner.join()
+    loop.close()
+    return woke
+
+
+def test_a_loop_run_by_another_thread_than_its_creator_waits_on_the_worlds_clock():
+    # It waited in the real select until the step timeout (issue 30, item 3).
+    w = World(seed=1)
+    p = w.spawn(w.host("a"), _loop_thread_program)
+    w.run()
+    assert p.result() == pytest.approx(5.0) and w.now == pytest.approx(5.0)

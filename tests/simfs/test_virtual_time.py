@@ -106,6 +106,26 @@ def test_outside_the_world_datetime_is_the_real_type_and_pickles():
     assert type(now) is _datetime.datetime and pickle.loads(pickle.dumps(now)) == now
 
 
+def test_an_extension_module_initialising_in_a_process_gets_the_real_datetime_type():
+    # A C extension's init runs under the import system's frames and reads
+    # datetime.datetime from C; Cython's cpython.datetime makes it the base
+    # of its own types (pandas' _NaT).  Handed the routed subclass, pandas'
+    # first import in a process failed: "__new__() takes exactly 1 positional
+    # argument (4 given)" (issue 30).  _call_with_frames_removed(getattr, ...)
+    # is that read, with no Python frame of its own, as the init does it.
+    from importlib import _bootstrap  # type: ignore[attr-defined]
+
+    def program():
+        time.sleep(AFTER)
+        by_init = _bootstrap._call_with_frames_removed(getattr, datetime, "datetime")
+        return by_init, datetime.datetime, datetime.datetime.now()
+
+    world, (by_init, by_program, now) = _run(program)
+    assert by_init is _datetime.datetime
+    assert by_program is not _datetime.datetime  # the program's stays routed
+    assert now == datetime.datetime.fromtimestamp(_world_seconds(world))
+
+
 def test_time_sleep_passed_to_spawn_before_the_routes_existed_sleeps_in_virtual_time():
     # What a user holds when they write spawn(h, time.sleep, 3) before any run().
     real_sleep = getattr(time.sleep, "__wrapped__", time.sleep)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copyreg
 import datetime as datetime_module
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -112,13 +113,33 @@ class _DatetimeModule(ModuleType):
     def datetime(self) -> Any:
         value = self.__dict__["datetime"]
         if value is _RealDatetime:
-            return _RealDatetime if current_process() is None else datetime
+            if current_process() is None or _from_import_machinery():
+                return _RealDatetime
+            return datetime
         return value
 
     @datetime.setter
     def datetime(self, value: Any) -> None:
         # Someone else (freezegun) replaces the class: theirs wins, as it would.
         self.__dict__["datetime"] = value
+
+
+def _from_import_machinery() -> bool:
+    """Whether the attribute is read by an extension module's initialisation.
+
+    A C extension's init runs under the import system's frames
+    (``<frozen importlib._bootstrap...>``: ``create_module``/``exec_module``
+    call it through ``_call_with_frames_removed``), and reads
+    ``datetime.datetime`` from C with no frame of its own.  A Cython module
+    built on ``cpython.datetime`` takes that type as the base of its own
+    (pandas' ``_NaT(datetime)``): handed the routed subclass, pandas' first
+    import inside a process failed creating ``NaT`` with ``TypeError:
+    __new__() takes exactly 1 positional argument (4 given)`` (issue 30).
+    The type is the real one there; the program's own ``datetime.now()``
+    (a Python frame) stays on the world's clock.
+    """
+    caller = sys._getframe(2)  # 0: here, 1: the property, 2: who read it
+    return caller.f_code.co_filename.startswith("<frozen importlib")
 
 
 def _reduce(value: datetime_module.datetime) -> Any:

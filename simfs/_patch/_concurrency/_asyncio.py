@@ -17,6 +17,10 @@ turn of the loop is a yield point, so a loop that only ever has ready
 callbacks (``while True: await asyncio.sleep(0)``) lets others run and
 counts against ``max_events``.  asyncio's own ready queue is FIFO, so the
 schedule inside one loop is a function of the world's schedule alone.
+Whichever simulated thread runs the loop waits so, not only its creator: a
+library's loop thread (zarr runs its loop in a thread of its own, fed by
+``run_coroutine_threadsafe``) waited in the real ``epoll`` until the step
+timeout (issue 30).  A thread outside the world still waits in the real one.
 
 Task names come from the world too: a task created without a name is
 ``Task-N`` from a counter that real asyncio keeps once per interpreter (in
@@ -56,16 +60,19 @@ class SimSelector:
     def __init__(self, real: selectors.BaseSelector, process: Process,
                  loop: asyncio.AbstractEventLoop) -> None:
         self._real = real
-        self._process = process
+        self._process = process  # the loop's creator
         self._loop = loop
-        self._waiting = False
+        # The simulated thread waiting in select() now, if any: the loop may be
+        # run by another thread than its creator's (a library's loop thread,
+        # zarr's), and that one waits on the world's clock too (issue 30).
+        self._waiting: Process | None = None
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        process = self._process
-        if current_process() is not process:
-            return self._real.select(timeout)  # the loop was handed to another thread
+        process = current_process()
+        if process is None:
+            return self._real.select(timeout)  # the loop was handed to a thread outside
         if process.kill is not None:
-            self._killed()
+            self._killed(process)
         syscalls = process.syscalls
         ready = self._real.select(0)
         try:
@@ -75,27 +82,28 @@ class SimSelector:
             deadline = None
             if timeout is not None:
                 deadline = syscalls.now_ns + max(seconds_to_ns(timeout, "timeout"), 1)
-            self._waiting = True
+            self._waiting = process
             try:
                 syscalls.block(_WAITING_ON, deadline)
             finally:
-                self._waiting = False
+                self._waiting = None
         except ProcessKilled:
-            self._killed()
+            self._killed(process)
         return self._real.select(0)
 
-    def _killed(self) -> None:
+    def _killed(self, process: Process) -> None:
         """Unwind out of the loop, dropping its tasks quietly (see the module doc)."""
         for task in asyncio.all_tasks(self._loop):
             task._log_destroy_pending = False  # type: ignore[attr-defined]
-        kill = self._process.kill
+        kill = process.kill
         assert kill is not None
         raise kill
 
     def wake(self) -> None:
         """``call_soon_threadsafe`` wrote to the loop's self-pipe: stop waiting."""
-        if self._waiting and current_process() is not None:
-            self._process.syscalls.wake(self._process)
+        waiting = self._waiting
+        if waiting is not None and current_process() is not None:
+            waiting.syscalls.wake(waiting)
 
     def __getattr__(self, name: str) -> Any:
         # register, unregister, modify, get_key, get_map, close: the real ones.
