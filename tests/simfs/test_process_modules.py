@@ -211,3 +211,30 @@ def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path)
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[['x'], ['y']] []"
+
+
+_FIRST_NUMPY_INSIDE = """
+import simfs
+
+def body():
+    import numpy  # its first import in this interpreter, inside a process
+    return int(numpy.arange(4).sum())
+
+if __name__ == "__main__":
+    w = simfs.World(seed=1, step_timeout=30)
+    p = w.spawn(w.host("a"), body)
+    w.run()
+    print(p.result())
+"""
+
+
+def test_a_library_routed_at_import_can_be_imported_first_inside_a_process(tmp_path):
+    # numpy is routed right after its body runs (_patch/_imports.py's loader);
+    # run with routing off, its nested imports took Python's module locks under
+    # the real thread id while the outer import held them under the process's.
+    script = tmp_path / "first_numpy.py"
+    script.write_text(_FIRST_NUMPY_INSIDE)
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "6"
