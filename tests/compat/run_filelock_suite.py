@@ -24,7 +24,10 @@ Not part of any test tier: the two runs take minutes (measured on two shared
 cores: 6 min natively, 9.5 min in the world).
 
 Measured with filelock 3.32.7 (the command above; 1,509 tests, 1,440 pass
-natively): 1,143 of the 1,440 pass inside the world.  Of the 297 others,
+natively): 1,143 of the 1,440 pass inside the world.  Re-measured on
+2026-12-03 with per-process modules, local disks and the machine's
+read-only files: 1,172 of 1,439 (140 + 110 + 6 loud refusals, 4 runaways,
+the 7 known others below).  In the first measurement, of the 297 others,
 285 are loud refusals (141 need a real process, pipe or shared memory; 109
 use the SQLite ``ReadWriteLock``, refused at its ``ctypes`` setup; 32 make
 symlinks, FIFOs or socket files, 26 of which pass since the export has
