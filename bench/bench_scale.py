@@ -118,7 +118,10 @@ elif mode == "marker":
         return simfs.explore(hosts={"a": "vers=3", "b": mount_options()},
                              max_examples=examples,
                              hypothesis_settings=settings(derandomize=True, database=None))(body)
-    search(3)()
+    try:
+        search(3)()  # imports and first-use costs out of the count
+    except Exception:
+        pass  # since the ACCESS fix the marker example fails, as the README says
     count[0] = 0
     start = time.process_time()
     try:
