@@ -221,6 +221,22 @@ def test_fcntl_functions_stored_on_a_class_are_not_bound_to_its_instances() -> N
     assert _in_world(program) == ("held", os.O_RDWR, "ENOTTY")
 
 
+def test_an_fcntl_function_read_through_a_class_is_the_module_s_own_object() -> None:
+    # portalocker 4.1's own suite (test_posix_locker_dispatch) asserts
+    # ``FlockLocker().locker is fcntl.flock``: a builtin stored on a class is
+    # the same object read through the class, an instance or the module.
+    def program(directory: str) -> tuple[object, ...]:
+        class Locker:
+            _flock = fcntl.flock
+            _lockf = fcntl.lockf
+
+        locker = Locker()
+        return (locker._flock is fcntl.flock, Locker._lockf is fcntl.lockf,
+                callable(fcntl.flock), inspect.unwrap(fcntl.flock) is REAL["flock"])
+
+    assert _in_world(program) == (True, True, True, True)
+
+
 @pytest.mark.parametrize("name", list(REAL))
 def test_a_real_fcntl_function_captured_before_the_routes_is_refused_on_a_simulated_file(
         name: str) -> None:

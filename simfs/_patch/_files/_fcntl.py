@@ -15,11 +15,14 @@ terminal (terminal ``ioctl``s are ``ENOTTY``, as on the process's files);
 anything else on a descriptor the process does not hold is a
 ``SimulationEscape``, since it may be one of the test process's own.
 
-The four routes are ``staticmethod`` objects, callable as functions: the
-real ones are builtins, which a class attribute does not bind
-(``class Lock: _flock = fcntl.flock`` then ``self._flock(fd, op)`` passes
-``fd``), and a plain Python function there would receive ``self`` as its
-descriptor.
+The four routes stand in for builtins, which a class attribute does not
+bind (``class Lock: _flock = fcntl.flock`` then ``self._flock(fd, op)``
+passes ``fd``): a plain Python function there would receive ``self`` as its
+descriptor.  So each route is a ``_NonBinding`` callable, which has no
+``__get__``: read from the module or from a class it is the same object, as
+the builtin was (portalocker's own suite checks
+``FlockLocker().locker is fcntl.flock``; a ``staticmethod`` in the module
+failed it, since only a class unwraps one).
 """
 
 from __future__ import annotations
@@ -126,15 +129,27 @@ def install() -> None:
     patch(fcntl, "ioctl", _unbound(real_ioctl, in_world(real_ioctl, ioctl)))
 
 
-def _unbound(original: Any, route: Any) -> staticmethod[..., Any]:
-    """``route`` as a builtin stands: called, the function; on a class, never bound.
+class _NonBinding:
+    # A route as a builtin stands: called, the function; on a class, never
+    # bound.  Carries the original's name and documentation, and
+    # ``__wrapped__``, so ``inspect.unwrap(fcntl.flock)`` is the real builtin.
+    # (No class docstring: each instance has its own ``__doc__`` slot.)
 
-    A staticmethod copies its function's name and documentation when made
-    and its ``__wrapped__`` is read-only, so the function carries the
-    original's first: ``inspect.unwrap(fcntl.flock)`` is the real builtin.
-    """
-    route.__wrapped__ = original
-    route.__name__ = original.__name__
-    route.__qualname__ = original.__qualname__
-    route.__doc__ = original.__doc__
-    return staticmethod(route)
+    __slots__ = ("__doc__", "__name__", "__qualname__", "__wrapped__", "_route")
+
+    def __init__(self, original: Any, route: Any) -> None:
+        self._route = route
+        self.__wrapped__ = original
+        self.__name__ = original.__name__
+        self.__qualname__ = original.__qualname__
+        self.__doc__ = original.__doc__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._route(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<simfs route for built-in function {self.__name__}>"
+
+
+def _unbound(original: Any, route: Any) -> _NonBinding:
+    return _NonBinding(original, route)
