@@ -88,18 +88,26 @@ def installation_roots() -> tuple[str, ...]:
     imported) and every directory on ``sys.path``, but a local disk's own
     mount point (a ``sys.path`` entry of "/tmp" would hide the host's /tmp).
     """
-    return _roots(tuple(sys.path))
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    return _roots(tuple(sys.path), os.path.abspath(main) if isinstance(main, str) else None)
 
 
 @functools.cache
-def _roots(path: tuple[str, ...]) -> tuple[str, ...]:
+def _roots(path: tuple[str, ...], main: str | None) -> tuple[str, ...]:
     roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, _PROJECT}
+    if main is not None:
+        # The script itself, which may lie directly in /tmp: a root of one file
+        # (every probe is a path + "/").
+        roots.add(main)
     user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else None
     if user_site and user_site in path:
         roots.add(user_site)
-    roots.update(entry for entry in path
-                 if entry.startswith("/") and entry.rstrip("/") not in _NEVER_ROOTS)
-    return tuple(sorted(root.rstrip("/") + "/" for root in roots if root.rstrip("/")))
+    roots.update(entry for entry in path if entry.startswith("/"))
+    # A program started from /tmp (its working directory, or a script there
+    # on sys.path) must not hide the host's whole /tmp: only its subdirectories
+    # can be the program's code.
+    return tuple(sorted(root.rstrip("/") + "/" for root in roots
+                        if root.rstrip("/") not in _NEVER_ROOTS))
 
 
 # Directories that are a host's own local disk, never the program's code.
@@ -228,9 +236,26 @@ class MachineFiles:
         return error
 
     def _refuse_change(self, call: str, path: object) -> SimulationEscape:
-        return self.escape(
-            f"{call}({path!r}) would change the real machine: outside the simulated mounts "
-            f"({self._mounts()}) the machine's files are read-only; write under one of them")
+        return self.escape(f"{call}({path!r}) would change the real machine: "
+                           + self._why_read_only(path))
+
+    def _why_read_only(self, path: object) -> str:
+        """Why a write to ``path`` meets the machine's read-only files, in words
+        that hold for it: a path under a local disk's mount point is the
+        machine's only when it is in the program's own installation."""
+        try:
+            text = os.fsdecode(os.fspath(path))  # type: ignore[call-overload]
+        except TypeError:
+            text = ""
+        probe = posixpath.normpath(text) + "/" if text.startswith("/") else ""
+        root = next((root for root in installation_roots() if probe.startswith(root)), None)
+        if root is not None and root != "/":
+            return (f"{root.rstrip('/')} holds the program's own code (the interpreter, a "
+                    "sys.path entry or the working directory simfs was imported from), which "
+                    "every host reads from the real machine, read-only, even under a simulated "
+                    f"mount ({self._mounts()}); write elsewhere")
+        return (f"outside the simulated mounts ({self._mounts()}) the machine's files are "
+                "read-only; write under one of them")
 
     def _checked(self, text: str, found: os.stat_result | None) -> None:
         """Refuse a real path whose identity changed since the world first saw it."""
@@ -365,8 +390,7 @@ class MachineFiles:
         if flags & _CHANGES or (_TMPFILE and flags & _TMPFILE == _TMPFILE):
             raise self.escape(
                 f"open({os.fspath(path)!r}, {_flag_names(flags)}) would change the real "
-                f"machine: outside the simulated mounts ({self._mounts()}) the machine's "
-                "files are read-only; write under one of them")
+                "machine: " + self._why_read_only(path))
         self._lookup(text)
 
         def effect() -> int:
