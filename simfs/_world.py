@@ -509,6 +509,15 @@ class World:
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
         """
+        inside = current_process()
+        if inside is not None:
+            raise SimfsError(
+                f"World.run() was called inside simulated process {inside.name!r}: a world "
+                "cannot run inside another world's process.  If the process imported the "
+                "script that builds this world, the script's top level ran again in the "
+                "process's own copy of its modules (as under multiprocessing's spawn): put "
+                "it under `if __name__ == \"__main__\":`, or spawn a function of a module "
+                "that builds no world when imported")
         from ._patch import install, real_cwd_sentinel
         from ._patch._guards import _native_guard
 

@@ -213,6 +213,27 @@ def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path)
     assert done.stdout.strip() == "[['x'], ['y']] []"
 
 
+def test_a_script_that_builds_its_world_unguarded_is_told_why_its_process_fails(tmp_path):
+    # The process imports its own copy of the script (as multiprocessing's
+    # spawn does), which runs the top level again: a world inside a process.
+    script = tmp_path / "unguarded.py"
+    script.write_text(textwrap.dedent("""
+        import simfs
+
+        def pod():
+            return 1
+
+        w = simfs.World(seed=1)
+        w.spawn(w.host("a"), pod)
+        w.run()
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode != 0
+    assert "World.run() was called inside simulated process 'pod'" in done.stderr
+    assert 'if __name__ == "__main__":' in done.stderr
+
+
 _FIRST_NUMPY_INSIDE = """
 import simfs
 
