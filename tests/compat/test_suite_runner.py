@@ -1,4 +1,4 @@
-"""The plugin behind run_filelock_suite.py runs each test of a suite inside a world.
+"""The plugin behind run_suite.py runs each test of a suite inside a world.
 
 Checked on a small suite instead of filelock's (minutes): the test body and
 its fixtures are a simulated process, ``tmp_path`` is on the export, an
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.compat.run_filelock_suite import _outcomes
+from tests.compat.run_suite import _outcomes
 
 SUITE = '''
 import asyncio
@@ -56,7 +56,7 @@ def test_each_test_of_a_suite_runs_in_a_world_and_refusals_are_loud(
         pytester: pytest.Pytester, tmp_path: Path):
     pytester.makepyfile(test_suite=SUITE)
     junit = tmp_path / "report.xml"
-    pytester.runpytest("-s", "-p", "tests.compat.filelock_suite_plugin",
+    pytester.runpytest("-s", "-p", "tests.compat.suite_plugin",
                                 f"--junitxml={junit}")
     outcomes = _outcomes(junit)
     assert {test.rsplit("::", 1)[1]: outcome.split(":")[0]

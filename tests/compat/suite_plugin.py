@@ -1,6 +1,6 @@
 """A pytest plugin that runs every test of a suite inside a simfs world.
 
-Loaded by ``run_filelock_suite.py`` (``-p filelock_suite_plugin``), never by
+Loaded by ``run_suite.py`` (``-p suite_plugin``), never by
 this project's own tests.  Each test item gets a fresh ``World(seed=0)`` with
 one host, and its whole protocol (fixture setup, the test body, teardown)
 runs as one simulated process on that host, so fixtures that touch
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import inspect
 import re
 import socket
@@ -29,11 +30,23 @@ import pytest
 from _pytest.runner import runtestprotocol
 
 from simfs import World
+from simfs._patch import install
 from simfs._patch._registry import outside_world
 
 _EXPORT = "/shared"
 _MACHINE = socket.gethostname()
 STEP_TIMEOUT_S = 5.0
+
+
+# The routes go in when pytest loads this plugin, before the suite's
+# conftests and modules are imported, as they would be in a program that
+# makes its world before importing what it tests: a module that keeps
+# ``fcntl.flock`` in a list at import (portalocker's ``LOCKERS``,
+# parametrized) keeps the route, which outside a world is the real call.
+# Installed at the first run instead, the list kept the real builtin, which a
+# test body in the world then called on a simulated descriptor (a loud
+# escape, but not what the suite tests).
+install()
 
 
 @pytest.fixture
@@ -64,6 +77,13 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    # The last test's garbage is finalized here, outside any world.  Left to
+    # Python's collector, a cycle of its objects (a ``pytest.raises`` keeps
+    # the test's frame, and so its locks) was finalized during this test's
+    # world, and a lock's ``__del__`` unlocked and closed *this* world's
+    # descriptor of the same number (portalocker's test_bounded_semaphore
+    # found it: its third semaphore took a slot the first still held).
+    gc.collect()
     world = World(seed=0, step_timeout=STEP_TIMEOUT_S)
     world.server.mkdir(_EXPORT + "/.suite")  # the export exists and is not empty
     # The suite records socket.gethostname() at import, outside any world,
