@@ -10,6 +10,7 @@ each does now; these tests hold them to it.
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import time
 from collections.abc import Callable
@@ -146,10 +147,8 @@ REFUSED: list[tuple[str, Callable[[int], object]]] = [
     ("splice", lambda fd: os.splice(fd, fd, 1)),
     ("dup2", lambda fd: os.dup2(fd, fd + 1)),
     ("fpathconf", lambda fd: os.fpathconf(fd, "PC_NAME_MAX")),
-    ("get_blocking", lambda fd: os.get_blocking(fd)),
-    ("set_blocking", lambda fd: os.set_blocking(fd, False)),
-    ("get_inheritable", lambda fd: os.get_inheritable(fd)),
     ("set_inheritable", lambda fd: os.set_inheritable(fd, True)),
+    ("fcntl.fcntl", lambda fd: fcntl.fcntl(fd, fcntl.F_SETFD, 0)),
 ]
 
 
@@ -160,8 +159,32 @@ def test_a_call_not_simulated_on_a_simulated_descriptor_is_refused_naming_it(nam
 
     world = World(seed=1)
     world.spawn(world.host("a"), program)
-    with pytest.raises(SimulationEscape, match=rf"os\.{name}\("):
+    with pytest.raises(SimulationEscape, match=rf"{'' if '.' in name else 'os.'}{name}\("):
         world.run()
+
+
+def _descriptor_flags(directory: str) -> list[object]:
+    fd = os.open(os.path.join(directory, "flags"), os.O_RDWR | os.O_CREAT, 0o644)
+    seen: list[object] = [os.get_blocking(fd), os.get_inheritable(fd),
+                          fcntl.fcntl(fd, fcntl.F_GETFD), fcntl.fcntl(fd, fcntl.F_GETFL)]
+    os.set_blocking(fd, False)
+    seen += [os.get_blocking(fd), fcntl.fcntl(fd, fcntl.F_GETFL)]
+    os.set_inheritable(fd, False)
+    fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)
+    os.set_blocking(fd, True)
+    seen += [os.get_blocking(fd), os.get_inheritable(fd), fcntl.fcntl(fd, fcntl.F_GETFD)]
+    os.close(fd)
+    return seen
+
+
+def test_blocking_and_close_on_exec_of_a_simulated_descriptor_answer_as_a_real_file(tmp_path):
+    # CPython's os.open makes every descriptor close-on-exec (PEP 446);
+    # get/set_blocking are F_GETFL/F_SETFL with O_NONBLOCK (_Py_set_blocking).
+    real = _descriptor_flags(str(tmp_path))
+    world = World(seed=1)
+    process = world.spawn(world.host("a"), _descriptor_flags, world.export)
+    world.run()
+    assert process.result() == real
 
 
 def test_a_standard_stream_s_flags_may_be_read_not_changed():

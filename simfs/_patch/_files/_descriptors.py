@@ -251,13 +251,54 @@ def _splice(real: Callable[..., Any]) -> Callable[..., Any]:
     return splice
 
 
+def _get_blocking(process: Process, syscalls: SyscallSeam, fd: int) -> Callable[[], bool]:
+    # _Py_get_blocking: F_GETFL, blocking unless O_NONBLOCK.
+    return lambda: not syscalls.getfl(fd) & os.O_NONBLOCK
+
+
+def _set_blocking(process: Process, syscalls: SyscallSeam,
+                  fd: int) -> Callable[[Any], None]:
+    # _Py_set_blocking: F_GETFL, then F_SETFL with O_NONBLOCK changed.  A
+    # regular file ignores the flag for its reads and writes (open(2)), but
+    # F_GETFL and get_blocking show it.
+    def set_blocking(blocking: Any) -> None:
+        flags = syscalls.getfl(fd)
+        syscalls.setfl(fd, flags & ~os.O_NONBLOCK if blocking else flags | os.O_NONBLOCK)
+
+    return set_blocking
+
+
+def _get_inheritable(process: Process, syscalls: SyscallSeam,
+                     fd: int) -> Callable[[], bool]:
+    # Every simulated descriptor is close-on-exec, as every descriptor
+    # Python makes is (PEP 446), and none can be made inheritable: no
+    # simulated process runs a program.
+    return lambda: False
+
+
+def _set_inheritable(process: Process, syscalls: SyscallSeam,
+                     fd: int) -> Callable[[Any], None]:
+    def set_inheritable(inheritable: Any) -> None:
+        if inheritable:
+            raise escape(process, f"os.set_inheritable({fd}, True): a simulated process "
+                                  "runs no other program (exec), so its descriptors stay "
+                                  "close-on-exec")
+
+    return set_inheritable
+
+
 _SIMULATED: dict[str, Callable[[Process, SyscallSeam, int], Callable[..., Any]]] = {
     "readv": _readv, "preadv": _preadv, "writev": _writev, "pwritev": _pwritev,
     "lockf": _lockf, "fchdir": _fchdir, "posix_fadvise": _fadvise,
+    "get_blocking": _get_blocking, "get_inheritable": _get_inheritable,
+}
+# Changes of a descriptor's state: never the test process's own stream.
+_SIMULATED_CHANGES: dict[str, Callable[[Process, SyscallSeam, int], Callable[..., Any]]] = {
+    "set_blocking": _set_blocking, "set_inheritable": _set_inheritable,
 }
 # Refused on a simulated descriptor; on a standard stream, the readers run.
-_REFUSED_READERS = ("fpathconf", "get_blocking", "get_inheritable")
-_REFUSED_CHANGES = ("posix_fallocate", "set_blocking", "set_inheritable", "dup2")
+_REFUSED_READERS = ("fpathconf",)
+_REFUSED_CHANGES = ("posix_fallocate", "dup2")
 
 
 def install() -> None:
@@ -266,6 +307,8 @@ def install() -> None:
             # A lock on, or a chdir into, the test process's own stream: refused.
             reads_stdio = name not in ("lockf", "fchdir")
             patch(os, name, _fd_call(getattr(os, name), simulated, stdio=reads_stdio))
+    for name, simulated in _SIMULATED_CHANGES.items():
+        patch(os, name, _fd_call(getattr(os, name), simulated, stdio=False))
     for name in _REFUSED_READERS:
         patch(os, name, _fd_call(getattr(os, name), _refusal(name)))
     for name in _REFUSED_CHANGES:

@@ -37,7 +37,6 @@ from ..._errors import simulated_oserror
 from .._registry import escape, in_world, patch
 from . import _fds
 
-_HARMLESS = {fcntl.F_GETFD: 0, fcntl.F_SETFD: 0}
 _STDIO = (0, 1, 2)
 try:
     import termios
@@ -109,8 +108,15 @@ def install() -> None:
                                       "takes the flags as an int")
             process.syscalls.setfl(fd, argument)
             return 0
-        if command in _HARMLESS:
-            return _HARMLESS[command]
+        if command == fcntl.F_GETFD:
+            return fcntl.FD_CLOEXEC  # every simulated descriptor (os.get_inheritable)
+        if command == fcntl.F_SETFD:
+            if not isinstance(argument, int) or not argument & fcntl.FD_CLOEXEC:
+                raise escape(process, f"fcntl.fcntl({fd}, F_SETFD, {argument!r}) would make "
+                                      "the descriptor inheritable: a simulated process runs "
+                                      "no other program (exec), so its descriptors stay "
+                                      "close-on-exec")
+            return 0
         raise escape(process, f"fcntl.fcntl({fd}, {command}) is not simulated; "
                               "use fcntl.lockf or fcntl.flock for locks")
 
