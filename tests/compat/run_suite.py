@@ -61,10 +61,10 @@ a route for ``fcntl.flock`` read from the module was a ``staticmethod``
 object, not the function a class gives (``FlockLocker().locker is
 fcntl.flock`` failed), and a ``LOCKERS`` list built at import kept the real
 builtins (the plugin now installs the routes before the suite is imported).
-A third is the plugin's to handle: a cycle of one test's objects finalized
-during the next test's world acted on that world's descriptor of the same
-number (the plugin collects garbage between tests; docs/design.md,
-"Objects that outlive their world").
+A third: a cycle of one test's objects finalized during the next test's
+world acted on that world's descriptor of the same number (a simulated
+file's ``fileno()`` now refuses in another process; the plugin also collects
+garbage between tests; docs/design.md, "Objects that outlive their world").
 """
 
 from __future__ import annotations

@@ -53,6 +53,12 @@ class SimRawFile(io.RawIOBase):
     def fileno(self) -> int:
         if self.closed:  # FileIO.fileno: a closed file's number is no longer its own
             raise ValueError("I/O operation on closed file")
+        process = current_process()
+        if process is not None and process.group is not self._group:
+            # The number means another descriptor there: a finalizer of a file
+            # from an earlier world (freed in a later world's process) would
+            # unlock or close that world's descriptor of the same number.
+            self._syscalls()  # refuses, naming both processes
         return self._fd
 
     def readable(self) -> bool:
