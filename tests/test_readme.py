@@ -7,8 +7,11 @@ directory; a bare fenced block right after it (nothing but blank lines
 between) is what it must print, character for character, or, when that
 block starts with a traceback, how it must fail: exit non-zero, stderr
 ending in the block's lines after ``...``.  A test file (``# test_*.py``)
-runs under pytest as a user would run it, and each has a check below that
-it fails (or passes) for the reason its page gives.
+runs under pytest as a user would run it, in a pytest process of its own
+(simfs's routes cannot be imported a second time into one process, as
+pytester's in-process runs would), and each has a check below that it
+fails (or passes) for the reason its page gives, and that its replay line
+reruns the same failure.
 
 The links of these pages lead to files a clone has, and to headings those
 files have.  The README's test command is the one ``.ci/run`` runs.
@@ -128,7 +131,6 @@ def _replays_the_same_failure(pytester, output: str, test: str) -> None:
     replay = re.findall(rf"replay: (pytest test_marker.py::{test} "
                         r"--simfs-replay simfs1-[A-Za-z0-9_-]+)", output)
     assert replay, output
-    # As a user pastes it: in a fresh pytest process.
     again = pytester.runpytest_subprocess(*replay[-1].split()[1:])
     again.assert_outcomes(failed=1)
     assert REASON in again.stdout.str()
@@ -138,7 +140,7 @@ def check_the_front_page_example(pytester) -> None:
     # README: it fails, shrunk to default mounts on both hosts, because b's
     # negative entry hides the marker for acdirmin; the replay line reruns it.
     pytester.makepyfile(test_marker=_test_file(README, "test_marker.py"))
-    result = pytester.runpytest()
+    result = pytester.runpytest_subprocess()
     result.assert_outcomes(failed=1)
     output = result.stdout.str()
     section = _section(output, "test_the_marker_is_seen_within_5_seconds")
@@ -153,7 +155,7 @@ def check_the_testing_pages_two_tests(pytester) -> None:
     # docs/testing.md: both tests fail because b's wait_for timed out at 5 s
     # while a's publish succeeded; the explored one's replay line reruns it.
     pytester.makepyfile(test_marker=_test_file(ROOT / "docs" / "testing.md", "test_marker.py"))
-    result = pytester.runpytest()
+    result = pytester.runpytest_subprocess()
     result.assert_outcomes(failed=2)
     output = result.stdout.str()
     for test in ("test_the_marker_is_seen_within_5_seconds",
@@ -195,10 +197,10 @@ def test_the_anchor_rule_is_githubs():
 
 
 @pytest.mark.parametrize("page", sorted(set(LINKED)), ids=lambda page: str(page.relative_to(ROOT)))
-@pytest.mark.parametrize("target", [".." + "/shared", "/work" + "/shared"])
-def test_the_pages_link_only_to_files_a_clone_has_and_their_headings(page, target):
+def test_the_pages_link_only_to_files_a_clone_has_and_their_headings(page):
     text = page.read_text(encoding="utf-8")
-    assert target not in text
+    for outside in (".." + "/shared", "/work" + "/shared"):
+        assert outside not in text, f"{page.relative_to(ROOT)} names {outside}"
     for link in re.findall(r"\]\(([^)\s]+)\)", FENCE.sub("", text)):
         if link.startswith(("http://", "https://")):
             continue
