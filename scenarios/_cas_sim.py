@@ -46,7 +46,9 @@ class SeedStore(CasStore):
     - No boot sweep; the orphan sweep takes every unreferenced name in
       ``blobs/`` for an orphan, in-flight temps included, whatever its age.
 
-    The code itself is not public; this follows the PR text (seed 004).
+    That code is public (the PR is merged in the worker's repository, and the
+    fix's parent commit holds it); this store is written from the PR's
+    description of it (seed 004), not copied from it.
     """
 
     def _temp_path(self, final: Path) -> Path:

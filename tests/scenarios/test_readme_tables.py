@@ -1,9 +1,9 @@
-"""The seed tables the README shows are the ones ``python -m scenarios run`` prints.
+"""The seed tables the manual shows are the ones ``python -m scenarios run`` prints.
 
-README.md's "The seed tables, in simulation" quotes one table per seed case,
-as the set-up's first command prints it.  A change to the model or to a
-scenario that moves a number must move the README with it; these tests run
-each scenario as the README says and find every quoted line in its output,
+docs/scenarios.md's "The seed tables, in simulation" quotes one table per
+seed case, as the README's first set-up command prints it.  A change to the
+model or to a scenario that moves a number must move the page with it; these tests run
+each scenario as the page says and find every quoted line in its output,
 in order (a quote may leave rows or the rule line out, never change one).
 Transfer takes about 20 s, so its table is checked in the quality tier.
 """
@@ -17,17 +17,19 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "scenarios.md"
+ROOT = PAGE.parents[1]
 SECTION = "## The seed tables, in simulation"
 FENCE = re.compile(r"^```\n(.*?)^```\n", re.S | re.M)
-# The README quotes the tables in this order.
+# The page quotes the tables in this order.
 SCENARIOS = ("handshake", "refit", "prune", "transfer", "cas")
 
 
 def _quoted_tables() -> dict[str, list[str]]:
-    text = README.read_text(encoding="utf-8")
+    text = PAGE.read_text(encoding="utf-8")
     start = text.index(SECTION)
-    end = text.index("\n## ", start + 1)
+    end = text.find("\n## ", start + 1)
+    end = len(text) if end < 0 else end
     blocks = [match.group(1) for match in FENCE.finditer(text[start:end])]
     assert len(blocks) == len(SCENARIOS), "one quoted table per seed case, in order"
     return {name: [line.rstrip() for line in block.splitlines()
@@ -38,7 +40,7 @@ def _quoted_tables() -> dict[str, list[str]]:
 def _printed_lines(scenario: str) -> list[str]:
     run = subprocess.run([sys.executable, "-m", "scenarios", "run", scenario],
                          capture_output=True, text=True, timeout=600,
-                         cwd=README.parent)
+                         cwd=ROOT)
     assert run.returncode == 0, run.stderr
     return [line.rstrip() for line in run.stdout.splitlines()]
 
@@ -52,8 +54,8 @@ def _assert_quoted_in_order(scenario: str) -> None:
             position = printed.index(line, position) + 1
         except ValueError:
             table = "\n".join(printed)
-            raise AssertionError(f"README's {scenario} table has a line the run does not "
-                                 f"print (or not in this order):\n  {line}\n"
+            raise AssertionError(f"docs/scenarios.md's {scenario} table has a line the run "
+                                 f"does not print (or not in this order):\n  {line}\n"
                                  f"the run printed:\n{table}") from None
 
 
