@@ -150,20 +150,25 @@ def world_from_token(token: str, *, setup: Callable[[World], object] | None = No
             f"replay token {token[:40]!r}... does not fit this test: it holds hosts "
             f"{recorded}, this test explores {list(hosts)}"
             + (f"; it belongs to {owner}" if isinstance(owner, str) else ""))
+    # Only reading the token is the token's fault: an error of the test's own
+    # setup() or of World() is the test's, and keeps its own type and message.
     try:
         plan = plan_from_json(payload["faults"])
+        seed, export, choices = payload["seed"], payload["export"], payload["choices"]
         # env and tz: absent from tokens made before World had them (the defaults).
-        world = World(payload["seed"], export=payload["export"], chooser=payload["choices"],
-                      faults=plan if plan != FaultPlan() else None,
-                      env=payload.get("env"), tz=payload.get("tz", DEFAULT_ZONE))
+        env, tz = payload.get("env"), payload.get("tz", DEFAULT_ZONE)
         # Set in ns, as recorded: seconds would round up on the way back.
-        world.rpc_latency_ns = int(payload["rpc_latency_ns"])
-        if setup is not None:
-            setup(world)
-        for name, mount in payload["hosts"]:
-            world.host(name, mount=mount)
-    except (KeyError, TypeError) as error:
+        latency_ns = int(payload["rpc_latency_ns"])
+        mounts = [(name, mount) for name, mount in payload["hosts"]]
+    except (KeyError, TypeError, ValueError) as error:
         raise ReplayTokenError(f"replay token {token[:40]!r}... lacks {error}") from None
+    world = World(seed, export=export, chooser=choices,
+                  faults=plan if plan != FaultPlan() else None, env=env, tz=tz)
+    world.rpc_latency_ns = latency_ns
+    if setup is not None:
+        setup(world)
+    for name, mount in mounts:
+        world.host(name, mount=mount)
     return world
 
 
