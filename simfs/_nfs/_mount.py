@@ -483,10 +483,10 @@ class _Parse:
                                    "support minorversion')", ALLOWED)
         if not options.lock and options.local_lock != "all":
             raise MountOptionError(self.lock_items[-1], "nolock followed by "
-                                   f"local_lock={options.local_lock}: the kernel would send "
-                                   "some locks to a lock manager it never started; simfs "
-                                   "does not model it (use nolock alone, or local_lock= "
-                                   "alone)", ALLOWED)
+                                   f"local_lock={options.local_lock}: NONLM stays set while "
+                                   "some locks are no longer local, which neither nfs(5) "
+                                   "describes nor simfs models (use nolock alone, or "
+                                   "local_lock= alone)", ALLOWED)
         if self.udp and not self.transport_given:
             # NFS_DEF_UDP_TIMEO and NFS_DEF_UDP_RETRANS (include/uapi/linux/nfs_fs.h).
             options = replace(options, timeo=11, retrans=3)
