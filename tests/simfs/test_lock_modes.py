@@ -210,3 +210,30 @@ def test_lock_options_combine_left_to_right_as_the_kernel_sets_its_flags(text, m
         warnings.simplefilter("ignore")
         options = MountOptions.parse(text)
     assert (options.local_lock, options.lock) == (mode, lock)
+
+
+def test_a_lockf_test_sees_only_its_own_hosts_locks_when_posix_locks_are_local():
+    # fs/nfs/file.c do_getlk: posix_test_lock on the host's own inode, then,
+    # for a local mount, "no conflict" without asking the server.
+    def probe(path: str) -> str:
+        time.sleep(1)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            os.lockf(fd, os.F_TEST, 0)
+        except OSError:
+            return "locked"
+        finally:
+            os.close(fd)
+        return "unlocked"
+
+    seen = {}
+    for mode in ("none", "posix"):
+        world = World()
+        a = world.host("a", mount=MOUNTS[mode])
+        b = world.host("b", mount=MOUNTS[mode])
+        world.spawn(a, hold, "/shared/job.lock", "lockf", 5)
+        other = world.spawn(b, probe, "/shared/job.lock")
+        same = world.spawn(a, probe, "/shared/job.lock")
+        world.run()
+        seen[mode] = (other.result(), same.result())
+    assert seen == {"none": ("locked", "locked"), "posix": ("unlocked", "locked")}
