@@ -315,7 +315,8 @@ class World:
 
     # -- building ---------------------------------------------------------------
 
-    def host(self, name: str, mount: str = "vers=3", kernel: str = DEFAULT_KERNEL, *,
+    def host(self, name: str, mount: str | MountOptions = "vers=3",
+             kernel: str = DEFAULT_KERNEL, *,
              local: Mapping[str, int | str] | None = None) -> Host:
         """Add a host that mounts the export with nfs(5) ``mount`` options.
 
@@ -327,7 +328,9 @@ class World:
 
         Args:
             name: the host's name in traces and beliefs.
-            mount: nfs(5) options, e.g. ``"vers=3,acdirmin=3"``.
+            mount: nfs(5) options, e.g. ``"vers=3,acdirmin=3"``, or a parsed
+                ``MountOptions`` (``MountOptions.from_proc_mounts(line)`` takes
+                a whole /proc/mounts line).
             kernel: the client kernel release whose measured behaviour the
                 host follows where releases differ (``"6.1"``, ``"6.12"``).
             local: more local disks, mount point to size in bytes or with a
@@ -335,16 +338,16 @@ class World:
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
-            TypeError: ``mount`` is not a str.
+            TypeError: ``mount`` is neither a str nor a ``MountOptions``.
             UnknownKernel: ``kernel`` is not a release simfs has measured.
             ValueError: the name is empty or already taken; a local mount
                 point that overlaps the export or another local disk; a size
                 that is no size.
         """
         profile = kernel_profile(kernel)
-        if not isinstance(mount, str):
+        if not isinstance(mount, (str, MountOptions)):
             raise TypeError(f"mount must be nfs(5) options as a str, e.g. mount='vers=3' "
-                            f"(Linux's defaults), not {mount!r}")
+                            f"(Linux's defaults), or a MountOptions, not {mount!r}")
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"host name must be a non-empty word, not {name!r}")
         if name in self.hosts:
@@ -352,7 +355,11 @@ class World:
         home = merged(default_environment(name, self.tz), self.env, zone=self.tz,
                       where="World(env=)").get("HOME")
         disks = local_mounts(home, local, self.export)
-        host = Host(self, name, MountOptions.parse(mount), mount, profile, disks)
+        if isinstance(mount, MountOptions):
+            options, text = mount, mount.format()
+        else:
+            options, text = MountOptions.parse(mount), mount
+        host = Host(self, name, options, text, profile, disks)
         self.hosts[name] = host
         return host
 
@@ -597,6 +604,9 @@ class World:
         lines = [f"{path} at {self.now:.3f} s: server says {truth}"]
         lines.extend(f"  {host.belief(path).format()} [kernel {host.kernel.release}]"
                      for host in self.hosts.values())
+        if truth == "present":  # who holds locks on it, and where they are held
+            lines.extend(f"  lock: {line}"
+                         for line in self.locks.describe(self.server.stat(path).fileid))
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -635,6 +645,7 @@ class World:
         for process in host.processes:
             self.scheduler.detach(process, f"host {host.name!r} crashed")
         host.client.lose_memory()
+        self.locks.drop_local(host.name)
         self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
 
     def _next_ofd_id(self) -> int:

@@ -7,6 +7,15 @@ a flock lock belongs to the open file description, a POSIX lock to the
 process, which is why closing *any* descriptor of a file drops the
 process's POSIX locks on it.
 
+A lock can instead be local to its host: under ``nolock`` every lock, under
+``local_lock=flock|posix|all`` the named kind (nfs(5); fs/nfs/file.c
+``nfs_flock``/``nfs_lock`` call ``locks_lock_file_wait`` on the host's own
+inode instead of NLM).  A local lock excludes only other owners on the same
+host taking the same kind (the kernel keeps flock and POSIX locks in
+separate lists, ``flc_flock`` and ``flc_posix``); the server never hears of
+it, so no other host waits for it.  Measured in the VM on Linux 6.1
+(docs/nfs-facts.md, "Lock modes").
+
 A waiter blocked on another host's lock is granted some time after the
 release, set by the waiter's kernel profile (``_kernels.py``): the NLM
 GRANTED callback on Linux 6.1 (6-40 ms, measured), the client's own next
@@ -31,15 +40,38 @@ INFINITY = math.inf
 
 
 class LockRecord:
-    __slots__ = ("end", "exclusive", "host", "owner", "start")
+    __slots__ = ("end", "exclusive", "host", "kind", "local", "owner", "start")
 
     def __init__(self, owner: Hashable, start: float, end: float, exclusive: bool,
-                 host: str = "") -> None:
+                 host: str = "", local: str | None = None, kind: str = "posix") -> None:
         self.owner = owner
         self.start = start
         self.end = end
         self.exclusive = exclusive
         self.host = host
+        # Why the lock stays on its host (MountOptions.local_lock_reason), or
+        # None for a lock the server's NLM holds.
+        self.local = local
+        self.kind = kind
+
+    def copy(self, start: float, end: float) -> LockRecord:
+        return LockRecord(self.owner, start, end, self.exclusive, self.host, self.local,
+                          self.kind)
+
+    def stands_in_the_way(self, owner: Hashable, start: float, end: float, exclusive: bool,
+                          host: str, local: bool, kind: str) -> bool:
+        """Whether this lock blocks ``owner``'s request: another owner, an
+        overlapping range, one of them exclusive, and both held where the
+        other can see it: both at the server, or both local to one host and
+        of one kind (flock or POSIX)."""
+        if self.owner == owner or not (self.start < end and start < self.end):
+            return False
+        if not (exclusive or self.exclusive):
+            return False
+        if local or self.local is not None:
+            return local and self.local is not None and self.host == host \
+                and self.kind == kind
+        return True
 
 
 class LockTable:
@@ -56,18 +88,37 @@ class LockTable:
         """(owner, start, end, exclusive) of every lock on a file, for tests and reports."""
         return [(r.owner, r.start, r.end, r.exclusive) for r in self._locks.get(fileid, [])]
 
+    def describe(self, fileid: int) -> list[str]:
+        """One line per lock on a file: who holds what, and where it is held."""
+        lines = []
+        for record in self._locks.get(fileid, ()):
+            span = ("whole file" if record.start == 0 and record.end == INFINITY
+                    else f"bytes {record.start:g} to {record.end:g}")
+            mode = "exclusive" if record.exclusive else "shared"
+            where = ("held by the server's lock manager (NLM): other hosts wait for it"
+                     if record.local is None else f"held on {record.host} only ("
+                     f"{record.local})")
+            lines.append(f"{record.host}: {record.kind} {mode} lock, {span}, {where}")
+        return lines
+
     def conflicts(self, fileid: int, owner: Hashable, start: float, end: float, *,
-                  exclusive: bool) -> bool:
+                  exclusive: bool, host: str = "", local: bool = False,
+                  kind: str = "posix") -> bool:
         """Whether another owner's lock stands in the way (F_GETLK, NLM TEST)."""
-        return self._conflict(fileid, owner, start, end, exclusive)
+        return self._conflict(fileid, owner, start, end, exclusive, host, local, kind)
 
     def _conflict(self, fileid: int, owner: Hashable, start: float, end: float,
-                  exclusive: bool) -> bool:
-        for record in self._locks.get(fileid, ()):
-            if (record.owner != owner and record.start < end and start < record.end
-                    and (exclusive or record.exclusive)):
-                return True
-        return False
+                  exclusive: bool, host: str, local: bool, kind: str) -> bool:
+        return any(record.stands_in_the_way(owner, start, end, exclusive, host, local, kind)
+                   for record in self._locks.get(fileid, ()))
+
+    def drop_local(self, host: str) -> None:
+        """A crashed host's local locks go with its kernel (NLM locks stay)."""
+        for fileid, records in list(self._locks.items()):
+            kept = [r for r in records if r.local is None or r.host != host]
+            if len(kept) != len(records):
+                self._locks[fileid] = kept
+                self._wake(fileid)
 
     def host_locks(self, fileid: int, host: str) -> str:
         """What ``host`` holds on a file, as ``nfs_can_extend_write`` asks it:
@@ -88,13 +139,18 @@ class LockTable:
 
     def lock(self, fileid: int, owner: Hashable, start: float, end: float, *,
              exclusive: bool, wait: bool, what: str, host: str = "",
-             kernel: KernelProfile | None = None) -> float:
+             kernel: KernelProfile | None = None, local: str | None = None,
+             kind: str = "posix") -> float:
         """Take (or convert to) a lock; wait for conflicting owners if ``wait``.
+
+        ``local`` is why the lock stays on ``host`` (see ``LockRecord``), or
+        None for a lock sent to the server.
 
         Returns the seconds the grant waited after another host's release:
         0 unless the waiter's ``kernel`` learns of releases by retrying
         (``KernelProfile.lock_retry_s``), when it is granted at its next
-        retry, counted from when it first blocked.
+        retry, counted from when it first blocked.  A local lock is granted
+        by its own kernel as soon as it is free.
 
         Raises:
             BlockingIOError: a conflicting lock is held and ``wait`` is false.
@@ -102,7 +158,8 @@ class LockTable:
         delayed = 0.0
         blocked_ns: int | None = None
         clock = self._scheduler.clock
-        while self._conflict(fileid, owner, start, end, exclusive):
+        is_local = local is not None
+        while self._conflict(fileid, owner, start, end, exclusive, host, is_local, kind):
             if not wait:
                 raise simulated_oserror(errno.EAGAIN)
             process = self._scheduler.checkpoint()
@@ -116,7 +173,8 @@ class LockTable:
                 if process in waiters:
                     waiters.remove(process)
             releaser = self._released_by.get(fileid, host)
-            if kernel is not None and kernel.lock_retry_s is not None and releaser != host:
+            if (kernel is not None and kernel.lock_retry_s is not None and releaser != host
+                    and not is_local):
                 released_s = clock.now_ns / 1e9
                 retry_s = kernel.lock_granted_at(blocked_ns / 1e9, released_s)
                 wait_ns = max(0, round(retry_s * 1e9) - clock.now_ns)
@@ -125,7 +183,7 @@ class LockTable:
                 delayed = wait_ns / 1e9
         self._carve(fileid, owner, start, end)
         self._locks.setdefault(fileid, []).append(LockRecord(owner, start, end, exclusive,
-                                                             host))
+                                                             host, local, kind))
         return delayed
 
     def unlock(self, fileid: int, owner: Hashable, start: float = 0,
@@ -159,10 +217,9 @@ class LockTable:
             changed = True
             self._released_by[fileid] = record.host
             if record.start < start:
-                kept.append(LockRecord(owner, record.start, start, record.exclusive,
-                                       record.host))
+                kept.append(record.copy(record.start, start))
             if end < record.end:
-                kept.append(LockRecord(owner, end, record.end, record.exclusive, record.host))
+                kept.append(record.copy(end, record.end))
         self._locks[fileid] = kept
         return changed
 

@@ -125,7 +125,8 @@ class FileCalls(PathWalk):
                                dentry=dentry)
         open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
                              append=bool(flags & os.O_APPEND),
-                             sync=bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac,
+                             sync=(bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac
+                                   or client.options.sync),
                              is_dir=attrs.is_dir, ofd_id=self._world._next_ofd_id(),
                              flags=requested)
         open_file.pin = pin
@@ -336,8 +337,11 @@ class FileCalls(PathWalk):
 
     # -- locks ------------------------------------------------------------------
 
-    def _granted(self, operation: int, delayed: float) -> str:
-        """The trace's account of a grant, naming the kernel when it waited."""
+    def _granted(self, operation: int, delayed: float, local: str | None = None) -> str:
+        """The trace's account of a grant, naming the kernel when it waited,
+        and why the lock stays on this host when it is local."""
+        if local is not None:
+            return f"{_lock_name(operation)} granted on {self._host.name} only ({local})"
         if not delayed:
             return f"{_lock_name(operation)} granted"
         return (f"{_lock_name(operation)} granted {delayed:g} s after another host's release "
@@ -358,11 +362,12 @@ class FileCalls(PathWalk):
                 return "LOCK_UN"
             if kind not in (_LOCK_SH, _LOCK_EX):
                 raise simulated_oserror(errno.EINVAL)
+            local = self._client.options.local_lock_reason("flock")
             delayed = self._world.locks.lock(
                 open_file.fileid, owner, 0, INFINITY, exclusive=kind == _LOCK_EX,
                 wait=not operation & _LOCK_NB, what=open_file.path, host=self._host.name,
-                kernel=self._client.kernel)
-            return self._granted(operation, delayed)
+                kernel=self._client.kernel, local=local, kind="flock")
+            return self._granted(operation, delayed, local)
 
         self._run("flock", open_file.path, effect)
 
@@ -384,11 +389,12 @@ class FileCalls(PathWalk):
             # writable one.
             if (open_file.writable if kind == _LOCK_EX else open_file.readable) is False:
                 raise simulated_oserror(errno.EBADF)
+            local = self._client.options.local_lock_reason("posix")
             delayed = locks.lock(open_file.fileid, self._posix_owner(), first, end,
                                  exclusive=kind == _LOCK_EX, wait=not command & _LOCK_NB,
                                  what=open_file.path, host=self._host.name,
-                                 kernel=self._client.kernel)
-            return self._granted(command, delayed)
+                                 kernel=self._client.kernel, local=local)
+            return self._granted(command, delayed, local)
 
         self._run("lockf", open_file.path, effect)
 
@@ -428,8 +434,10 @@ class FileCalls(PathWalk):
 
         def effect() -> str:
             first, end = self._lock_range(open_file, length, 0, os.SEEK_CUR)
+            local = self._client.options.local_lock_reason("posix") is not None
             locked = self._world.locks.conflicts(open_file.fileid, self._posix_owner(),
-                                                 first, end, exclusive=False)
+                                                 first, end, exclusive=False,
+                                                 host=self._host.name, local=local)
             return "F_TEST: locked" if locked else "F_TEST: unlocked"
 
         return self._run("lockf", open_file.path, effect) == "F_TEST: locked"

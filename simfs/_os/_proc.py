@@ -42,6 +42,7 @@ from . import _devices
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
+    from .._nfs._mount import MountOptions
 
 ROOT_DEV = os.makedev(8, 1)  # the host's local root filesystem (sda1)
 PROC_DEV = os.makedev(0, 22)
@@ -102,11 +103,36 @@ def _ancestors(process: Process) -> list[str]:
 # -- /proc contents ------------------------------------------------------------------
 
 
-def _mount_options(process: Process) -> str:
-    """The host's mount as the kernel lists it in /proc/mounts."""
-    options = process.syscalls.mount_options
-    parts = ["ro" if options.readonly else "rw", "relatime", "vers=3", "rsize=1048576",
-             "wsize=1048576", "namlen=255"]
+def _mount_flags(options: MountOptions) -> list[str]:
+    """The generic flags of the mount, as ``show_mnt_opts`` (fs/proc_namespace.c)
+    lists them after ro/rw; ``noac`` sets SB_SYNCHRONOUS, so it shows ``sync``
+    (measured: docs/nfs-facts.md, "Mount lines")."""
+    kept = set(options.kept)
+    parts: list[str] = [flag for flag in ("nosuid", "nodev", "noexec") if flag in kept]
+    if "noatime" in kept:
+        parts.append("noatime")
+    if "nodiratime" in kept:
+        parts.append("nodiratime")
+    if not kept & {"noatime", "strictatime", "norelatime"}:
+        parts.append("relatime")
+    return parts
+
+
+def _super_flags(options: MountOptions) -> list[str]:
+    """ro/rw and the superblock's flags (``show_sb_opts``)."""
+    parts = ["ro" if options.readonly else "rw"]
+    if options.sync or options.noac:
+        parts.append("sync")
+    parts += [flag for flag in ("dirsync", "lazytime") if flag in options.kept]
+    return parts
+
+
+def _nfs_options(options: MountOptions) -> str:
+    """The NFS options as ``nfs_show_mount_options`` (fs/nfs/super.c) prints
+    them: defaults left out, the options a mount line gave kept as given
+    (addresses, ports, ``sec``), else a plausible server's."""
+    kept = {item.partition("=")[0]: item for item in options.kept}
+    parts = ["vers=3", f"rsize={options.rsize}", f"wsize={options.wsize}", "namlen=255"]
     for name, value, default in (("acregmin", options.acregmin, DEFAULT_ACREGMIN),
                                  ("acregmax", options.acregmax, DEFAULT_ACREGMAX),
                                  ("acdirmin", options.acdirmin, DEFAULT_ACDIRMIN),
@@ -114,19 +140,34 @@ def _mount_options(process: Process) -> str:
         if value != default:
             parts.append(f"{name}={value}")
     parts.append("hard" if options.hard else "soft")
-    if options.noac:
-        parts.append("noac")
-    if not options.cto:
-        parts.append("nocto")
-    parts += ["proto=tcp", f"timeo={options.timeo}", f"retrans={options.retrans}", "sec=sys"]
+    for flag, shown in (("nocto", not options.cto), ("noac", options.noac),
+                        ("nolock", not options.lock), ("noacl", "noacl" in kept),
+                        ("nosharecache", not options.sharecache),
+                        ("noresvport", "noresvport" in kept)):
+        if shown:
+            parts.append(flag)
+    parts.append(kept.get("proto", "proto=tcp"))
+    if options.nconnect > 1:
+        parts.append(f"nconnect={options.nconnect}")
+    if "port" in kept:
+        parts.append(kept["port"])
+    parts += [f"timeo={options.timeo}", f"retrans={options.retrans}",
+              kept.get("sec", "sec=sys"), kept.get("mountaddr", "mountaddr=10.0.0.1"),
+              kept.get("mountvers", "mountvers=3"), kept.get("mountport", "mountport=20048"),
+              kept.get("mountproto", "mountproto=udp")]
+    if "fsc" in kept:
+        parts.append("fsc")
     if options.lookupcache != "all":
         parts.append("lookupcache=" + ("pos" if options.lookupcache == "positive"
                                        else options.lookupcache))
-    if not options.sharecache:
-        parts.append("nosharecache")
-    parts += ["mountaddr=10.0.0.1", "mountvers=3", "mountproto=tcp", "local_lock=none",
-              "addr=10.0.0.1"]
+    parts += [f"local_lock={options.local_lock}", kept.get("addr", "addr=10.0.0.1")]
     return ",".join(parts)
+
+
+def _mount_options(process: Process) -> str:
+    """The host's mount as the kernel lists it in /proc/mounts."""
+    options = process.syscalls.mount_options
+    return ",".join([*_super_flags(options), *_mount_flags(options), _nfs_options(options)])
 
 
 def _local_lines(process: Process) -> list[tuple[str, str, str, str, str]]:
@@ -154,6 +195,9 @@ def _mounts(process: Process) -> str:
 
 def _mountinfo(process: Process) -> str:
     export = process.syscalls.export
+    options = process.syscalls.mount_options
+    mount = ",".join(["ro" if options.readonly else "rw", *_mount_flags(options)])
+    sb = ",".join([*_super_flags(options), _nfs_options(options)])
     nfs = f"{os.major(EXPORT_DEV)}:{os.minor(EXPORT_DEV)}"
     local = "".join(f"{41 + index} 21 {dev} / {point} {options} shared:{31 + index} - {kind} "
                     f"{source} rw\n"
@@ -161,8 +205,8 @@ def _mountinfo(process: Process) -> str:
                     in enumerate(_local_lines(process)))
     return (f"21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
             f"22 21 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc rw\n"
-            f"40 21 {nfs} / {export} rw,relatime shared:30 - nfs nfs-server:{export} "
-            f"{_mount_options(process)}\n{local}")
+            f"40 21 {nfs} / {export} {mount} shared:30 - nfs nfs-server:{export} "
+            f"{sb}\n{local}")
 
 
 def _pid_of(process: Process, part: str) -> int | None:

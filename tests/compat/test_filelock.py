@@ -7,7 +7,9 @@ it excludes across hosts (docs/nfs-facts.md, "Locks": a blocked lock on kernel
 6.1 is granted 6-40 ms after the other host's release).  ``SoftFileLock``
 creates its lock file with ``O_CREAT|O_EXCL``, which NFSv3 sends as an
 exclusive CREATE (RFC 1813 §3.3.8), atomic on the server.  Either way one
-holder at a time.
+holder at a time, unless the mount makes flock local (``nolock``,
+``local_lock=flock|all``): then FileLock excludes only on its own host, and
+SoftFileLock is the one that still holds (docs/nfs-facts.md, "Lock modes").
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import time
 
 import filelock
 import pytest
+
+from simfs import World
 
 from .conftest import overlaps, two_hosts
 
@@ -107,3 +111,30 @@ def test_filelock_imported_for_the_first_time_inside_a_process_still_excludes(tm
     assert done.returncode == 0, done.stderr[-2000:]
     log = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     assert len(log) == 12 and overlaps(log) == []
+
+
+def test_under_nolock_filelock_gives_no_exclusion_across_hosts_but_softfilelock_does():
+    # nfs(5) "nolock": locks "provide exclusion only against other applications
+    # running on this client".  Measured on Linux 6.1 (docs/nfs-facts.md, "Lock
+    # modes"): with nolock, flock on one host's mount and flock on another's
+    # are both granted.  FileLock is flock, so every holder is "in" at once;
+    # SoftFileLock is an exclusive CREATE at the server, which no mount
+    # option makes local.
+    outcomes = {}
+    for lock_class in LOCKS:
+        w = World()
+        a, b = w.host("a", mount="vers=3,nolock"), w.host("b", mount="vers=3,nolock")
+        log: list = []
+        pa = w.spawn(a, take_turns, lock_class, "/shared/job.lock", "A", log)
+        pb = w.spawn(b, take_turns, lock_class, "/shared/job.lock", "B", log)
+        w.run(until=600)
+        assert pa.result() is None and pb.result() is None and len(log) == 12
+        grants = [event.outcome for event in w.trace if event.op == "flock"
+                  and "granted" in event.outcome]
+        outcomes[lock_class] = (overlaps(log), grants)
+    overlapping, grants = outcomes[filelock.FileLock]
+    assert ("A", "B") in overlapping or ("B", "A") in overlapping
+    # The trace says why: the grant stayed on its host.
+    assert grants and all("only (nolock: no NLM, every flock and lockf lock is local to "
+                          "this host" in outcome for outcome in grants)
+    assert outcomes[filelock.SoftFileLock] == ([], [])

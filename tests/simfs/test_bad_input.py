@@ -13,7 +13,8 @@ from simfs import UnknownKernel, World
 def test_a_mount_that_is_not_a_string_is_refused_naming_it():
     world = World()
     with pytest.raises(TypeError, match=r"mount must be nfs\(5\) options as a str, "
-                                        r"e.g. mount='vers=3' \(Linux's defaults\), not None"):
+                                        r"e.g. mount='vers=3' \(Linux's defaults\), "
+                                        r"or a MountOptions, not None"):
         world.host("a", mount=None)  # type: ignore[arg-type]
     assert world.hosts == {}
 

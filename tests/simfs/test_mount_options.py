@@ -58,7 +58,7 @@ def test_world_host_refuses_bad_options_and_duplicate_names():
     with pytest.raises(ValueError, match="already exists"):
         world.host("a")
     with pytest.raises(MountOptionError):
-        world.host("b", mount="vers=3,fsc")
+        world.host("b", mount="vers=3,nordirplus")
 
 
 def test_format_parses_back_to_an_equal_value():
