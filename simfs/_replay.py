@@ -105,8 +105,9 @@ def world_token(world: World, hosts: Sequence[str] | None = None,
     names = list(world.hosts) if hosts is None else list(hosts)
     payload: dict[str, Any] = {
         "kind": "world", "seed": world.seed, "export": world.export,
-        "hosts": [[name, world.hosts[name].mount] for name in names],
+        "hosts": [[name, world.hosts[name].mount, world.hosts[name].link] for name in names],
         "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
+        "link": world.link,
         "choices": world.choices, "env": world.env, "tz": world.tz,
     }
     if test is not None:
@@ -153,15 +154,17 @@ def world_from_token(token: str, *, setup: Callable[[World], object] | None = No
     try:
         plan = plan_from_json(payload["faults"])
         # env and tz: absent from tokens made before World had them (the defaults).
+        # link: absent from tokens made before World had it (no link then).
         world = World(payload["seed"], export=payload["export"], chooser=payload["choices"],
                       faults=plan if plan != FaultPlan() else None,
-                      env=payload.get("env"), tz=payload.get("tz", DEFAULT_ZONE))
+                      env=payload.get("env"), tz=payload.get("tz", DEFAULT_ZONE),
+                      link=payload.get("link"))
         # Set in ns, as recorded: seconds would round up on the way back.
         world.rpc_latency_ns = int(payload["rpc_latency_ns"])
         if setup is not None:
             setup(world)
-        for name, mount in payload["hosts"]:
-            world.host(name, mount=mount)
+        for name, mount, *link in payload["hosts"]:
+            world.host(name, mount=mount, link=link[0] if link else None)
     except (KeyError, TypeError) as error:
         raise ReplayTokenError(f"replay token {token[:40]!r}... lacks {error}") from None
     return world

@@ -67,6 +67,10 @@ class MountOptions:
     readonly: bool = False
     timeo: int = 600  # tenths of a second, nfs(5) default for TCP
     retrans: int = 2
+    # The largest READ and WRITE, in bytes: what Linux negotiates with a
+    # knfsd whose maximum is 1 MiB (nfs(5) rsize, wsize).
+    rsize: int = 1048576
+    wsize: int = 1048576
 
     @classmethod
     def parse(cls, text: str) -> MountOptions:
