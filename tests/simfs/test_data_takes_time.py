@@ -132,7 +132,7 @@ def test_the_window_between_a_writers_publish_and_its_start_follows_from_the_siz
 
 
 def write_and_keep_open(path: str, size: int, hold: float) -> None:
-    handle = open(path, "wb")  # noqa: SIM115: held open past the writeback on purpose
+    handle = open(path, "wb")  # held open past the writeback on purpose
     handle.write(b"w" * size)
     handle.flush()
     time.sleep(hold)
