@@ -85,13 +85,13 @@ _INVALID_NS: Final = -(1 << 62)
 
 class RpcRecord(list[str]):
     """The RPCs one syscall (or one piece of the client's own work) sent, in
-    order, and how many bytes of file data they carried (READ and WRITE)."""
+    order, and how many bytes of file data they carried (READ and WRITE).
 
-    __slots__ = ("nbytes",)
+    ``nbytes`` is a class default until a READ or WRITE sets it, so that
+    making a record (once per syscall) runs list's own constructor only.
+    """
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.nbytes = 0
+    nbytes: int = 0
 
 
 class NfsClient(DirectoryOps, PageCacheOps):

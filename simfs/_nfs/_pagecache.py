@@ -230,15 +230,15 @@ class PageCacheOps:
                 run.append(index)
                 continue
             if run:
-                # READs of at most rsize each; the replies carry the bytes up
-                # to the server's EOF (a short READ past it).
+                # READs of at most rsize each, for pages inside the size this
+                # host believes (just revalidated): their replies carry the
+                # bytes up to it.
                 wanted = len(run) * PAGE_SIZE
-                try:
-                    size = self.server.getattr(fileid).size
-                except OSError:
-                    size = 0  # a dead handle: read_blocks raises its error next
-                carried = min(wanted, max(0, size - run[0] * PAGE_SIZE))
-                self._send_split("READ", wanted, carried, self.options.rsize)
+                carried = min(wanted, max(0, cache.size - run[0] * PAGE_SIZE))
+                if wanted <= self.options.rsize:
+                    self._rpc("READ", carried)
+                else:
+                    self._send_split("READ", wanted, carried, self.options.rsize)
                 # The server's blocks themselves: zeros past EOF, never changed
                 # in place, so the page shares them until it is written.
                 blocks = self.server.read_blocks(fileid, run[0], len(run))
@@ -408,8 +408,11 @@ class PageCacheOps:
             page.dirty = None
             cache.dirty.discard(index)
         for start, pieces in runs:
-            size = sum(len(piece) for piece in pieces)
-            self._send_split("WRITE", size, size, self.options.wsize)
+            size = sum(map(len, pieces))
+            if size <= self.options.wsize:
+                self._rpc("WRITE", size)
+            else:
+                self._send_split("WRITE", size, size, self.options.wsize)
             self.server.write_pieces(fileid, start, pieces)
         if runs:
             self._own_write(fileid)
