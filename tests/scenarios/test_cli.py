@@ -334,10 +334,13 @@ def test_a_scenario_module_without_the_scenario_of_its_name_is_a_loud_error(tmp_
         catalogue["refit"]
 
 
-@pytest.mark.parametrize("argv, bits_per_s", [([], 10**10), (["--link", "1Gbit/s"], 10**9),
-                                              (["--link", "none"], None)])
+@pytest.mark.parametrize("name, argv, bits_per_s", [
+    ("handshake", [], 10**10), ("handshake", ["--link", "1Gbit/s"], 10**9),
+    ("handshake", ["--link", "none"], None),
+    # cas's crash-sweep builds its own world with a fault plan: it too.
+    ("cas", ["--link", "1Gbit/s"], 10**9)])
 def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
-        argv, bits_per_s, monkeypatch):
+        name, argv, bits_per_s, monkeypatch):
     from scenarios import _sim
 
     made = []
@@ -348,6 +351,7 @@ def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
         return made[-1]
 
     monkeypatch.setattr(_sim, "SimSession", session)
-    assert main(["run", "handshake", "--trials", "1", "--quiet", *argv]) == 0
+    assert main(["run", name, "--trials", "1", "--quiet", *argv]) == 0
+    assert len(made) > 1
     rates = {host.client.link_bps for world in made for host in world.world.hosts.values()}
     assert rates == {bits_per_s}
