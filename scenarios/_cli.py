@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from simfs import ProcessFailed, SimfsError
+from simfs._nfs._link import DEFAULT_LINK
 
 from . import SCENARIOS, get
 from ._base import (
@@ -77,6 +78,20 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _link(text: str) -> str | None:
+    """A link rate as ``World(link=)`` takes it; ``none``: data moves in no time."""
+    if text == "none":
+        return None
+    from simfs._nfs._link import ALLOWED, parse_link
+
+    try:
+        parse_link(text, "--link")
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--link {text}: allowed: {ALLOWED.replace('or None', 'or none')}") from None
+    return text
+
+
 def _backend_name(text: str) -> str:
     if text not in BACKENDS:
         raise argparse.ArgumentTypeError(
@@ -128,6 +143,9 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
                               "not a terminal)")
     command.add_argument("--rpc-latency", type=_seconds, default=0.0, metavar="SECONDS",
                          help="simulation: virtual seconds each RPC takes (default 0)")
+    command.add_argument("--link", type=_link, default=DEFAULT_LINK, metavar="RATE",
+                         help="simulation: the rate each host's READs and WRITEs move data "
+                              f"at, e.g. 25Gbit/s (default {DEFAULT_LINK}); none: no time")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -252,15 +270,16 @@ def _params(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _backend(name: str, rpc_latency: float = 0.0, recording: bool = False) -> Backend:
+def _backend(name: str, rpc_latency: float = 0.0, recording: bool = False,
+             link: str | None = DEFAULT_LINK) -> Backend:
     if name == "sim" and recording:
         from ._report import RecordingSimBackend
 
-        return RecordingSimBackend(rpc_latency=rpc_latency)
+        return RecordingSimBackend(rpc_latency=rpc_latency, link=link)
     if name == "sim":
         from ._sim import SimBackend
 
-        return SimBackend(rpc_latency=rpc_latency)
+        return SimBackend(rpc_latency=rpc_latency, link=link)
     if name == "compose":  # docker-compose's stack through the docker SDK
         from ._compose import open_for_cli
 
@@ -327,7 +346,8 @@ def _fidelity(args: argparse.Namespace) -> int:
     scenario_class = get(args.name)
     params = scenario_class.resolve_params(_overrides(args.param), args.trials)
     progress = ProgressLine.for_stderr(args.quiet)
-    table, flags = run_fidelity(scenario_class(), _backend("sim", args.rpc_latency),
+    table, flags = run_fidelity(scenario_class(),
+                                _backend("sim", args.rpc_latency, link=args.link),
                                 _backend(args.backend), args.seed, params, progress)
     progress.finish()
     print(table)
@@ -368,7 +388,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.report is not None and (args.backend != "sim" or len(classes) != 1):
         raise ScenarioError("--report needs one scenario on the simulation (--backend sim), "
                             f"not {args.name!r} on {args.backend!r}")
-    backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None)
+    backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None,
+                       link=args.link)
     progress_line = ProgressLine.for_stderr(args.quiet)
     progress: Any = progress_line
     if args.report is not None:

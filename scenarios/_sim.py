@@ -61,3 +61,8 @@ class SimBackend:
 
     def session(self, hosts: Mapping[str, str], seed: int) -> SimSession:
         return SimSession(hosts, seed, **self._world)
+
+    def session_with(self, hosts: Mapping[str, str], seed: int, **world: Any) -> SimSession:
+        """A session whose world also takes ``world`` (a fault plan), on top of
+        this backend's own options (``--rpc-latency``, ``--link``)."""
+        return SimSession(hosts, seed, **{**self._world, **world})

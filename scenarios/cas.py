@@ -313,9 +313,10 @@ class Cas(Scenario):
         directory = f"cas/crash-sweep.{variant}"
         hosts = dict.fromkeys(HOSTS, MOUNT)
         if backend.name == "sim":
-            from ._sim import SimSession
+            from ._sim import SimBackend
 
-            session: Session = SimSession(hosts, seed, faults=FaultPlan(
+            assert isinstance(backend, SimBackend)
+            session: Session = backend.session_with(hosts, seed, faults=FaultPlan(
                 crashes=(HostCrash(HOSTS[0], crash_at),)))
             exit_after: int | None = None
         else:

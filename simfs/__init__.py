@@ -56,6 +56,28 @@ def native_guard(enable: bool = False) -> str:
 
     return _native_guard.enable() if enable else _native_guard.status()
 
+def compute(seconds: float) -> None:
+    """Charge the calling simulated process ``seconds`` of virtual time for work.
+
+    Compute is free in a world: only sleeps, waits and RPCs (their latency
+    and the data they move over the link) take virtual time.  A test that
+    wants a step's work to take time (hashing a download, a training step)
+    calls this where the work is; the trace shows it as a ``compute`` event.
+    Other processes run meanwhile, as on other CPUs.
+
+    Raises:
+        SimfsError: called outside a simulated process (there is no virtual
+            time to charge: the real one would pass, silently).
+        TypeError, ValueError: ``seconds`` is not a finite number >= 0.
+    """
+    process = current_process()
+    if process is None:
+        raise SimfsError(f"simfs.compute({seconds!r}) was called outside a simulated "
+                         "process: only a process spawned in a World has virtual time "
+                         "to charge")
+    process.syscalls.compute(seconds)
+
+
 __all__ = [
     "FAULTABLE_OPS",
     "Attrs",
@@ -87,6 +109,7 @@ __all__ = [
     "TraceEvent",
     "UnknownKernel",
     "World",
+    "compute",
     "current_process",
     "native_guard",
     "render_html",

@@ -105,8 +105,9 @@ def world_token(world: World, hosts: Sequence[str] | None = None,
     names = list(world.hosts) if hosts is None else list(hosts)
     payload: dict[str, Any] = {
         "kind": "world", "seed": world.seed, "export": world.export,
-        "hosts": [[name, world.hosts[name].mount] for name in names],
+        "hosts": [[name, world.hosts[name].mount, world.hosts[name].link] for name in names],
         "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
+        "link": world.link,
         "choices": world.choices, "env": world.env, "tz": world.tz,
     }
     if test is not None:
@@ -157,18 +158,21 @@ def world_from_token(token: str, *, setup: Callable[[World], object] | None = No
         seed, export, choices = payload["seed"], payload["export"], payload["choices"]
         # env and tz: absent from tokens made before World had them (the defaults).
         env, tz = payload.get("env"), payload.get("tz", DEFAULT_ZONE)
+        # link: absent from tokens made before World had it (no link then).
+        link = payload.get("link")
         # Set in ns, as recorded: seconds would round up on the way back.
         latency_ns = int(payload["rpc_latency_ns"])
-        mounts = [(name, mount) for name, mount in payload["hosts"]]
+        mounts = [(name, mount, extra[0] if extra else None)
+                  for name, mount, *extra in payload["hosts"]]
     except (KeyError, TypeError, ValueError) as error:
         raise ReplayTokenError(f"replay token {token[:40]!r}... lacks {error}") from None
     world = World(seed, export=export, chooser=choices,
-                  faults=plan if plan != FaultPlan() else None, env=env, tz=tz)
+                  faults=plan if plan != FaultPlan() else None, env=env, tz=tz, link=link)
     world.rpc_latency_ns = latency_ns
     if setup is not None:
         setup(world)
-    for name, mount in mounts:
-        world.host(name, mount=mount)
+    for name, mount, host_link in mounts:
+        world.host(name, mount=mount, link=host_link)
     return world
 
 

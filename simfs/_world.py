@@ -40,6 +40,7 @@ from ._nfs._beliefs import Belief, belief
 from ._nfs._client import NfsClient
 from ._nfs._faults import FaultPlan, FaultState
 from ._nfs._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
+from ._nfs._link import DEFAULT_LINK, parse_link
 from ._nfs._localdisk import LocalClient, LocalDisk
 from ._nfs._locks import LockTable
 from ._nfs._mount import MountOptions
@@ -66,13 +67,17 @@ class Host:
 
     def __init__(self, world: World, name: str, options: MountOptions, mount: str,
                  kernel: KernelProfile | None = None,
-                 local: Sequence[tuple[str, str, int]] = ()) -> None:
+                 local: Sequence[tuple[str, str, int]] = (), link: str | None = None) -> None:
         self.world = world
         self.name = name
         self.options = options
         self.mount = mount
         self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
         self.client = NfsClient(world.server_state, world.clock, options, self.kernel)
+        # The host's own link as given to World.host (None: the world's).
+        self.link = link
+        self.client.link_bps = (world.link_bps if link is None
+                                else parse_link(link, f"host {name!r}: link="))
         # Its local disks (see _nfs/_localdisk.py): mount point, type, size,
         # the client over the disk's tree, and its device number.
         # Each is made when a process first uses it (most never touch /var/tmp).
@@ -187,6 +192,12 @@ class World:
             earlier run to replay it.
         faults: a ``FaultPlan``.
         rpc_latency: virtual seconds each RPC takes (0: syscalls are instant).
+        link: the rate every host's READs and WRITEs move file data at, with
+            its unit: ``"10Gbit/s"`` (the default), ``"25Gbit/s"``,
+            ``"1.25GB/s"``; from 1 Mbit/s to 10 Tbit/s.  A call that moves
+            ``n`` bytes takes ``n * 8 / rate`` seconds more, on top of
+            ``rpc_latency`` per RPC; ``w.host(..., link=)`` sets one host's.
+            None: data moves in no time, as before 0.2.0.
         step_timeout: real seconds a process may run without yielding before
             it is reported as blocked on something real.
         max_events: a world whose processes pass this many scheduling events
@@ -246,6 +257,7 @@ class World:
     def __init__(self, seed: int = 0, *, export: str = "/shared",
                  chooser: Chooser | Sequence[int] | None = None,
                  faults: FaultPlan | None = None, rpc_latency: float = 0.0,
+                 link: str | None = DEFAULT_LINK,
                  step_timeout: float = 10.0, max_events: int = 1_000_000,
                  trace_keep: int | None = DEFAULT_TRACE_KEEP,
                  env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE,
@@ -294,6 +306,8 @@ class World:
         self.plan = faults or FaultPlan()
         self.faults: FaultState | None = FaultState(self.plan) if faults is not None else None
         self.rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")
+        self.link_bps = parse_link(link, "World(link=)")
+        self.link = link
         self.max_events = max_events
         self._ofd_ids = itertools.count(1)
         self._disk_numbers = itertools.count(1)
@@ -317,7 +331,7 @@ class World:
 
     def host(self, name: str, mount: str | MountOptions = "vers=3",
              kernel: str = DEFAULT_KERNEL, *,
-             local: Mapping[str, int | str] | None = None) -> Host:
+             local: Mapping[str, int | str] | None = None, link: str | None = None) -> Host:
         """Add a host that mounts the export with nfs(5) ``mount`` options.
 
         Every host also has local disks of its own, seen by no other host:
@@ -335,6 +349,8 @@ class World:
                 host follows where releases differ (``"6.1"``, ``"6.12"``).
             local: more local disks, mount point to size in bytes or with a
                 binary unit: ``{"/scratch": "4GiB"}`` (node-local scratch).
+            link: this host's link to the server, e.g. ``"25Gbit/s"``, as
+                ``World(link=)`` takes it; None: the world's.
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
@@ -342,7 +358,8 @@ class World:
             UnknownKernel: ``kernel`` is not a release simfs has measured.
             ValueError: the name is empty or already taken; a local mount
                 point that overlaps the export or another local disk; a size
-                that is no size.
+                that is no size; a link rate outside 1 Mbit/s to 10 Tbit/s
+                or without its unit.
         """
         profile = kernel_profile(kernel)
         if not isinstance(mount, (str, MountOptions)):
@@ -359,7 +376,9 @@ class World:
             options, text = mount, mount.format()
         else:
             options, text = MountOptions.parse(mount), mount
-        host = Host(self, name, options, text, profile, disks)
+        if link is not None:
+            parse_link(link, f"host {name!r}: link=")  # refused before the host exists
+        host = Host(self, name, options, text, profile, disks, link)
         self.hosts[name] = host
         return host
 

@@ -43,3 +43,14 @@ def test_internal_plumbing_is_not_public_api(name):
 @pytest.mark.parametrize("name", ["wait_token", "joiners"])
 def test_scheduler_bookkeeping_is_not_public_on_process(name):
     assert name not in simfs.Process.__slots__
+
+
+def test_compute_is_public_and_tells_a_user_what_it_charges_and_when_it_refuses():
+    assert "compute" in simfs.__all__
+    text = pydoc.render_doc(simfs.compute, renderer=pydoc.plaintext)
+    assert "virtual time" in text and "outside a simulated" in text
+
+
+def test_help_on_world_tells_a_user_the_link_its_default_and_how_to_turn_it_off():
+    text = pydoc.render_doc(simfs.World, renderer=pydoc.plaintext)
+    assert 'link: the rate' in text and '"10Gbit/s"' in text and "None: data moves" in text

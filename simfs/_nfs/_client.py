@@ -45,6 +45,7 @@ from .._errors import simulated_oserror
 from ._dirops import DirectoryOps, Pin
 from ._fsstat import FsStat
 from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
+from ._link import transfer_ns
 from ._lookup import CREATE as CREATE
 from ._lookup import EXCL as EXCL
 from ._lookup import LAST_DOT as LAST_DOT
@@ -82,6 +83,17 @@ class CachedAttrs:
 _INVALID_NS: Final = -(1 << 62)
 
 
+class RpcRecord(list[str]):
+    """The RPCs one syscall (or one piece of the client's own work) sent, in
+    order, and how many bytes of file data they carried (READ and WRITE).
+
+    ``nbytes`` is a class default until a READ or WRITE sets it, so that
+    making a record (once per syscall) runs list's own constructor only.
+    """
+
+    nbytes: int = 0
+
+
 class NfsClient(DirectoryOps, PageCacheOps):
     """The client state of one host's mount of the export."""
 
@@ -94,7 +106,10 @@ class NfsClient(DirectoryOps, PageCacheOps):
         self.rpcs: Counter[str] = Counter()
         # Where _rpc records: the record the current syscall took from
         # begin_call(), or a recording() block's own.
-        self._record: list[str] = []
+        self._record = RpcRecord()
+        # The host's link in bits per second (None: data moves in no time);
+        # the world sets it (``simfs/_nfs/_link.py``).
+        self.link_bps: int | None = None
         self.attrs: dict[int, CachedAttrs] = {}
         # dir fileid -> name -> (fileid or None for a negative entry, verifier)
         self.dentries: dict[int, dict[str, tuple[int | None, int]]] = {}
@@ -123,23 +138,30 @@ class NfsClient(DirectoryOps, PageCacheOps):
 
     # -- RPCs and the attribute cache ----------------------------------------
 
-    def _rpc(self, name: str) -> None:
+    def _rpc(self, name: str, nbytes: int = 0) -> None:
+        """Send one RPC; ``nbytes``: the file data it carries (READ, WRITE)."""
         self.rpcs[name] += 1
-        self._record.append(name)
+        record = self._record
+        record.append(name)
+        if nbytes:
+            record.nbytes += nbytes
 
-    def begin_call(self) -> list[str]:
+    def transfer_ns(self, nbytes: int) -> int:
+        """Virtual nanoseconds ``nbytes`` of file data take over this host's link."""
+        return transfer_ns(nbytes, self.link_bps)
+
+    def begin_call(self) -> RpcRecord:
         """A fresh record of the RPCs one syscall sends, in order.
 
         The syscall layer takes one per call and reads it when the call ends
         (its trace event lists them, as mountstats would count them); the
         client appends to it until the next ``begin_call``.
         """
-        record: list[str] = []
-        self._record = record
+        record = self._record = RpcRecord()
         return record
 
     @contextmanager
-    def recording(self) -> Iterator[list[str]]:
+    def recording(self) -> Iterator[RpcRecord]:
         """RPCs sent inside the block go to a record of their own.
 
         For work the client does on its own schedule in the middle of some
@@ -147,8 +169,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
         are not that syscall's.
         """
         saved = self._record
-        record: list[str] = []
-        self._record = record
+        record = self._record = RpcRecord()
         try:
             yield record
         finally:

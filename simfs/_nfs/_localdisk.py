@@ -85,7 +85,7 @@ class LocalClient(NfsClient):
         super().__init__(disk, clock, _OPTIONS)
         self.disk = disk
 
-    def _rpc(self, name: str) -> None:
+    def _rpc(self, name: str, nbytes: int = 0) -> None:
         """A local filesystem sends no RPC."""
 
     def _held(self, fileid: int, dir_id: int, name: str) -> bool:

@@ -90,7 +90,7 @@ class LookupOps:
     cache_epoch: int
     walk_memo: dict[tuple[int, tuple[str, ...], bool], tuple[int, int, Attrs | str]]
 
-    def _rpc(self, name: str) -> None:
+    def _rpc(self, name: str, nbytes: int = 0) -> None:
         raise NotImplementedError
 
     def getattr(self, fileid: int, *, force: bool = False) -> Attrs:

@@ -47,6 +47,7 @@ from ._server import ZERO_BLOCK
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
+    from ._mount import MountOptions
     from ._server import Server
 
 PAGE_SIZE: Final = 4096
@@ -154,6 +155,16 @@ def seeded_delay(seed: int, host: str, span: tuple[float, float]) -> Callable[[]
     return lambda: rng.uniform(low, high)
 
 
+def _dirty_bytes(cache: FileCache) -> int:
+    """How many bytes a flush of ``cache`` would WRITE now."""
+    total = 0
+    for index in cache.dirty:
+        span = cache.pages[index].dirty
+        if span is not None:
+            total += span[1] - span[0]
+    return total
+
+
 class PageCacheOps:
     """The data path of ``NfsClient``: read, write, flush, size."""
 
@@ -163,13 +174,18 @@ class PageCacheOps:
     writers: dict[int, int]
     writeback: Writeback | None
 
-    def _rpc(self, name: str) -> None:
+    options: MountOptions
+
+    def _rpc(self, name: str, nbytes: int = 0) -> None:
         raise NotImplementedError
 
     def getattr(self, fileid: int, *, force: bool = False) -> object:
         raise NotImplementedError
 
     def _own_write(self, fileid: int) -> None:
+        raise NotImplementedError
+
+    def transfer_ns(self, nbytes: int) -> int:
         raise NotImplementedError
 
     def _cached_size(self, fileid: int) -> int:
@@ -214,7 +230,15 @@ class PageCacheOps:
                 run.append(index)
                 continue
             if run:
-                self._rpc("READ")
+                # READs of at most rsize each, for pages inside the size this
+                # host believes (just revalidated): their replies carry the
+                # bytes up to it.
+                wanted = len(run) * PAGE_SIZE
+                carried = min(wanted, max(0, cache.size - run[0] * PAGE_SIZE))
+                if wanted <= self.options.rsize:
+                    self._rpc("READ", carried)
+                else:
+                    self._send_split("READ", wanted, carried, self.options.rsize)
                 # The server's blocks themselves: zeros past EOF, never changed
                 # in place, so the page shares them until it is written.
                 blocks = self.server.read_blocks(fileid, run[0], len(run))
@@ -327,10 +351,18 @@ class PageCacheOps:
         due = self.clock.now_ns + round(writeback.delay_s() * NS_PER_S)
         cache.writeback_due = due
 
-        def land(when: int) -> None:
+        def land(when: int, sending: bool = False) -> None:
             if (self.files.get(fileid) is not cache or cache.writeback_due != when
                     or not writeback.alive()):
                 return
+            if not sending:
+                # The WRITEs start now and take the link's time for the data
+                # dirty now: the server has it when the last one arrives.
+                cost = self.transfer_ns(_dirty_bytes(cache))
+                if cost:
+                    cache.writeback_due = when + cost
+                    writeback.queue.push(when + cost, lambda at: land(at, True))
+                    return
             rpcs = self._background_flush(fileid)
             writeback.on_land(cache.label, when / NS_PER_S, rpcs)
 
@@ -376,7 +408,21 @@ class PageCacheOps:
             page.dirty = None
             cache.dirty.discard(index)
         for start, pieces in runs:
-            self._rpc("WRITE")
+            size = sum(map(len, pieces))
+            if size <= self.options.wsize:
+                self._rpc("WRITE", size)
+            else:
+                self._send_split("WRITE", size, size, self.options.wsize)
             self.server.write_pieces(fileid, start, pieces)
         if runs:
             self._own_write(fileid)
+
+    def _send_split(self, name: str, span: int, carried: int, limit: int) -> None:
+        """The RPCs one contiguous READ or WRITE of ``span`` bytes takes: one
+        per ``limit`` (the mount's rsize or wsize) bytes, as
+        ``nfs_generic_pg_test`` (fs/nfs/pagelist.c) ends a request at the
+        mount's size; ``carried`` bytes of file data among them."""
+        count = max(1, -(-span // limit))
+        for number in range(count):
+            piece = min(limit, carried - number * limit)
+            self._rpc(name, piece if piece > 0 else 0)

@@ -60,6 +60,7 @@ class Mounts:
         # (2 hosts): 61K instructions a poll before the table, 66K through
         # it, 58K bound.
         self.sleep = export.sleep
+        self.compute = export.compute
         self.cached_absent = export.cached_absent
 
     # -- the process and the world: the export's syscalls answer these --------

@@ -56,6 +56,10 @@ class SyscallSeam(Protocol):
         """time.sleep: a yield point that lets virtual time pass."""
         ...
 
+    def compute(self, seconds: float) -> None:
+        """simfs.compute: the process works ``seconds`` of virtual time, then yields."""
+        ...
+
     def getcwd(self) -> str:
         """The working directory, as the process last set it."""
         ...

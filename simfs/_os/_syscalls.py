@@ -175,9 +175,9 @@ class Syscalls(FileCalls, DirectoryCalls):
             outcome = errno_name(error.errno) if error.errno is not None else type(error).__name__
             if getattr(error, "simfs_injected", False):
                 outcome += " (injected)"
-            self._finish(op, shown, outcome, tuple(record))
+            self._finish(op, shown, outcome, tuple(record), record.nbytes)
             raise
-        self._finish(op, shown, _describe(result), tuple(record))
+        self._finish(op, shown, _describe(result), tuple(record), record.nbytes)
         return result
 
     def _cached_walk(self, start: int, components: list[str], follow: bool
@@ -215,13 +215,20 @@ class Syscalls(FileCalls, DirectoryCalls):
             error.simfs_injected = True  # type: ignore[attr-defined]
             raise error
 
-    def _finish(self, op: str, shown: str, outcome: str, rpcs: tuple[str, ...]) -> None:
+    def _finish(self, op: str, shown: str, outcome: str, rpcs: tuple[str, ...],
+                nbytes: int = 0) -> None:
+        """Record the call's event, then charge its time: ``rpc_latency`` per
+        RPC and the file data its READs and WRITEs carried over the host's
+        link (docs/design.md, "Data takes time"): the one place a syscall's
+        RPCs cost virtual time."""
         trace = self._world.trace
         trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
                      outcome, rpcs)
-        latency = self._world.rpc_latency_ns
-        if rpcs and latency:
-            self._scheduler.sleep_running(self._process, len(rpcs) * latency)
+        cost = len(rpcs) * self._world.rpc_latency_ns if rpcs else 0
+        if nbytes:
+            cost += self._client.transfer_ns(nbytes)
+        if cost:
+            self._scheduler.sleep_running(self._process, cost)
         else:
             self._scheduler.yield_running(self._process)
 
@@ -230,6 +237,19 @@ class Syscalls(FileCalls, DirectoryCalls):
         error = SimulationEscape(self._process.name, self._host.name, what)
         self._world.escapes.append(error)
         return error
+
+    def compute(self, seconds: float) -> None:
+        """``simfs.compute``: the process works ``seconds`` of virtual time
+        (a trace event of its own, "compute"), then yields."""
+        length_ns = seconds_to_ns(seconds, "simfs.compute(seconds)")
+        process = self._process
+        if process.kill is not None:
+            raise process.kill
+        outcome = f"{seconds:g}s"
+        process.last_call = ("compute", outcome)
+        self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+                                 "compute", "", outcome)
+        self._scheduler.sleep_running(process, length_ns)
 
     def sleep(self, seconds: float) -> None:
         """time.sleep: a yield point that lets virtual time pass."""

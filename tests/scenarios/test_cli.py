@@ -37,6 +37,8 @@ BAD_INPUTS = [
     (["run", "handshake", "--rpc-latency", "nan"],
      "--rpc-latency nan: allowed: a finite number of seconds >= 0"),
     (["run", "handshake", "--rpc-latency", "-1"], "--rpc-latency -1: allowed"),
+    (["run", "handshake", "--link", "10"], "--link 10: allowed: a rate with its unit"),
+    (["run", "handshake", "--link", "0.1Mbit/s"], "--link 0.1Mbit/s: allowed: "),
     (["fidelity", "all"], "fidelity 'all' is not offered: fidelity compares one scenario at "
                           "a time; allowed: "),
     (["fidelity", "prune"], "fidelity 'prune' has no sim-versus-real comparison"),
@@ -330,3 +332,26 @@ def test_a_scenario_module_without_the_scenario_of_its_name_is_a_loud_error(tmp_
         catalogue["handshake"]
     with pytest.raises(KeyError):
         catalogue["refit"]
+
+
+@pytest.mark.parametrize("name, argv, bits_per_s", [
+    ("handshake", [], 10**10), ("handshake", ["--link", "1Gbit/s"], 10**9),
+    ("handshake", ["--link", "none"], None),
+    # cas's crash-sweep builds its own world with a fault plan: it too.
+    ("cas", ["--link", "1Gbit/s"], 10**9)])
+def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
+        name, argv, bits_per_s, monkeypatch):
+    from scenarios import _sim
+
+    made = []
+    real_session = _sim.SimSession
+
+    def session(*args, **kwargs):
+        made.append(real_session(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_sim, "SimSession", session)
+    assert main(["run", name, "--trials", "1", "--quiet", *argv]) == 0
+    assert len(made) > 1
+    rates = {host.client.link_bps for world in made for host in world.world.hosts.values()}
+    assert rates == {bits_per_s}
