@@ -154,9 +154,7 @@ def _install_parquet(core: ModuleType) -> None:
         if filesystem is not None or not _is_path(source):
             return source
         if os.path.isdir(source):
-            raise escape(process, f"pyarrow.parquet.{call}({os.fsdecode(os.fspath(source))!r}) "
-                         "of a directory (a partitioned dataset) is not routed through the "
-                         "simulation; read each file with read_table(path)")
+            return source  # a dataset: read through the process's Arrow filesystem
         return pyarrow.BufferReader(_read_all(source))
 
     real_read_table = core.read_table
@@ -221,8 +219,88 @@ def _buffered_reader(pyarrow: Any, real: Any, name: str) -> Any:
     return read
 
 
+# -- torch.from_file ---------------------------------------------------------------
+
+
+def _install_torch_from_file(torch: ModuleType) -> None:
+    real_from_file = torch.from_file
+
+    def from_file(filename: Any, shared: Any = None, size: Any = 0, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None or not _is_path(filename):
+            return real_from_file(filename, shared, size, **kwargs)
+        if shared:
+            raise escape(process, f"torch.from_file({os.fsdecode(os.fspath(filename))!r}, "
+                         "shared=True): a shared mapping writes through to the file, which "
+                         "simfs cannot route; use shared=False (a private copy) or torch.save")
+        data = _read_all(filename)
+        memfd = -1
+        try:
+            with outside_world():
+                memfd = os.memfd_create("simfs-torch-from-file")
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(memfd, view):]
+                return real_from_file(f"/proc/self/fd/{memfd}", False, size, **kwargs)
+        finally:
+            if memfd >= 0:
+                with outside_world():
+                    os.close(memfd)
+
+    # Set, not patched: the original is also a member of torch's immutable
+    # ``_VariableFunctionsClass``, where the alias sweep would try to replace it.
+    from_file.__doc__ = real_from_file.__doc__
+    torch.from_file = from_file
+
+
+# -- h5py ------------------------------------------------------------------------
+
+# h5py's modes, as Python file modes over the simulated file (h5py's "fileobj"
+# driver reads and writes through them on the caller's thread).
+_H5_MODES = {"r": "rb", "r+": "r+b", "w": "w+b", "w-": "x+b", "x": "x+b"}
+
+
+def _install_h5py(files: ModuleType) -> None:
+    file_class = files.File
+    real_init, real_close = file_class.__init__, file_class.close
+
+    def init(self: Any, name: Any, mode: str = "r", driver: Any = None,
+             *args: Any, **kwargs: Any) -> None:
+        process = current_process()
+        if process is None or not _is_path(name) or driver is not None:
+            real_init(self, name, mode, driver, *args, **kwargs)
+            return None
+        python_mode = _H5_MODES.get(mode)
+        if mode == "a":
+            python_mode = "r+b" if os.path.exists(name) else "x+b"
+        if python_mode is None:
+            raise escape(process, f"h5py.File({os.fsdecode(os.fspath(name))!r}, {mode!r}): "
+                         "mode not routed through the simulation (r, r+, w, w-, x, a are)")
+        file = open(name, python_mode)  # noqa: SIM115 (closed by File.close)
+        try:
+            real_init(self, file, "r+" if mode == "a" else mode, None, *args, **kwargs)
+        except BaseException:
+            file.close()
+            raise
+        self._simfs_file = file
+        return None
+
+    def close(self: Any) -> None:
+        try:
+            real_close(self)
+        finally:
+            file = self.__dict__.pop("_simfs_file", None)
+            if file is not None:
+                file.close()
+
+    patch(file_class, "__init__", init)
+    patch(file_class, "close", close)
+
+
 def install() -> None:
     """Route each package when the program imports it (see ``_imports``)."""
+    when_imported("torch", _install_torch_from_file)
+    when_imported("h5py._hl.files", _install_h5py)
     when_imported("torch.serialization", _install_torch_serialization)
     when_imported("pyarrow.parquet.core", _install_parquet)
     when_imported("pyarrow.feather", _install_feather)
