@@ -87,16 +87,21 @@ def test_an_ipc_file_writer_kept_open_is_invisible_to_the_other_host_until_it_cl
     assert real_listing(export) == ["x"]
 
 
-def test_a_writable_memory_map_of_a_simulated_path_is_refused_naming_the_process(export):
+@pytest.mark.parametrize("call", ["memory_map", "create_memory_map"])
+def test_a_writable_memory_map_of_a_simulated_path_is_refused_naming_the_process(export, call):
     import pyarrow as pa
 
     w, _, b = two_hosts(export)
     w.server.write_bytes(f"{export}/x/t.bin", b"0123")
-    w.spawn(b, lambda: pa.memory_map(f"{export}/x/t.bin", "r+"), name="mapper")
+    if call == "memory_map":
+        w.spawn(b, lambda: pa.memory_map(f"{export}/x/t.bin", "r+"), name="mapper")
+    else:
+        w.spawn(b, lambda: pa.create_memory_map(f"{export}/x/t.bin", 16), name="mapper")
     with pytest.raises(SimulationEscape) as raised:
         w.run()
     message = str(raised.value)
     assert "mapper" in message and "'b'" in message and f"{export}/x/t.bin" in message
+    assert real_listing(export) == ["x"]
 
 
 def test_csv_written_by_path_on_one_host_is_read_on_the_other_compressed_or_not(export):

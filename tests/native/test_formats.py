@@ -51,7 +51,7 @@ def test_an_hdf5_file_written_on_one_host_is_read_and_appended_to_on_the_other(e
     assert real_listing(export) == ["x"]
 
 
-def test_torch_from_file_reads_what_the_other_host_wrote(export):
+def test_torch_from_file_and_storage_from_file_read_what_the_other_host_wrote(export):
     import numpy as np
     import torch
 
@@ -61,11 +61,26 @@ def test_torch_from_file_reads_what_the_other_host_wrote(export):
 
     def read():
         time.sleep(1)
-        return torch.from_file(path, size=8, dtype=torch.float32).tolist()
+        tensor = torch.from_file(path, size=8, dtype=torch.float32)
+        storage = torch.UntypedStorage.from_file(path, False, 32)
+        return tensor.tolist(), torch.tensor(storage, dtype=torch.float32).tolist()
 
     reader = w.spawn(b, read)
     w.run()
-    assert reader.result() == [float(i) for i in range(8)]
+    assert reader.result() == ([float(i) for i in range(8)], [float(i) for i in range(8)])
+    assert real_listing(export) == ["x"]
+
+
+def test_h5py_with_one_of_hdf5s_own_drivers_is_refused_naming_the_driver_and_path(export):
+    import h5py
+
+    path = f"{export}/x/t.h5"
+    w, _, b = two_hosts(export)
+    w.spawn(b, lambda: h5py.File(path, "w", driver="sec2"), name="writer")
+    with pytest.raises(SimulationEscape) as raised:
+        w.run()
+    message = str(raised.value)
+    assert "writer" in message and "'b'" in message and path in message and "sec2" in message
     assert real_listing(export) == ["x"]
 
 

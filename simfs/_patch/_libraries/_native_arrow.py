@@ -39,9 +39,9 @@ every answer comes from the process's host's view.  What reaches it:
   ``datasets.load_from_disk`` maps); ``memory_map`` in a writing mode
   writes through to the file, which a copy cannot: refused, loudly.
 
-Still native: ``pyarrow.OSFile`` and ``pyarrow.create_memory_map``
-(classes and functions that few programs call with a path),
-``FileSystem.from_uri("file://...")``, and ``CSVWriter(path)``.
+``pyarrow.create_memory_map(path)`` (a writable map) is refused, loudly.
+Still native: ``FileSystem.from_uri("file://...")`` and ``CSVWriter(path)``
+(a C class's constructor).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def _writer(pyarrow: Any, path: Any, *, compress: bool = False) -> Any:
 
 
 def _handler_class(pyarrow: Any, fs: Any) -> type:
-    class SimHandler(fs.FileSystemHandler):  # type: ignore[misc, name-defined]
+    class SimHandler(fs.FileSystemHandler):  # type: ignore[misc]
         """Arrow's filesystem calls, answered through the process's routed file calls."""
 
         def __init__(self, process: Process) -> None:
@@ -318,7 +318,8 @@ def _install_fs(fs: ModuleType) -> None:
     _Arrow.fs = fs
     _Arrow.real_local = fs.LocalFileSystem
     _Arrow.handler = _handler_class(pyarrow, fs)
-    fs.LocalFileSystem = stand_in(fs.LocalFileSystem, _local_filesystem, (
+    fs.LocalFileSystem = stand_in(  # type: ignore[attr-defined]
+        fs.LocalFileSystem, _local_filesystem, (
         "\n\nInside a simulated process (simfs): the process's simulated filesystem."))
     real_resolve = fs._resolve_filesystem_and_path
 
@@ -385,6 +386,17 @@ def _install_lib(pyarrow: ModuleType) -> None:
         return _reader(pyarrow, path)
 
     patch(pyarrow, "memory_map", memory_map)
+    real_create = pyarrow.create_memory_map
+
+    def create_memory_map(path: Any, size: int) -> Any:
+        process = current_process()
+        if process is None or not _is_path(path):
+            return real_create(path, size)
+        raise escape(process, f"pyarrow.create_memory_map({os.fsdecode(os.fspath(path))!r}, "
+                     f"{size}): a writable map writes through to the file, which simfs cannot "
+                     "route; write through open() or pyarrow.output_stream(path)")
+
+    patch(pyarrow, "create_memory_map", create_memory_map)
     real_input_stream = pyarrow.input_stream
 
     def input_stream(source: Any, compression: str | None = "detect",
@@ -447,8 +459,8 @@ def _install_csv(csv: ModuleType) -> None:
     patch(csv, "write_csv", write_csv)
 
 
-def _route_ipc_writer(pyarrow: Any, cls: type) -> None:
-    real_init, real_close = cls.__init__, cls.close  # type: ignore[misc]
+def _route_ipc_writer(pyarrow: Any, cls: Any) -> None:
+    real_init, real_close = cls.__init__, cls.close
 
     def init(self: Any, sink: Any, *args: Any, **kwargs: Any) -> None:
         if current_process() is not None and _is_path(sink):
@@ -468,7 +480,7 @@ def _route_ipc_writer(pyarrow: Any, cls: type) -> None:
     # Set, not patched: the original is the C base class's method, which
     # the alias sweep would try to replace in that immutable type.
     close.__doc__ = real_close.__doc__
-    cls.close = close  # type: ignore[method-assign]
+    cls.close = close
 
 
 def _install_ipc(ipc: ModuleType) -> None:
