@@ -49,12 +49,22 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 from types import ModuleType
 from typing import Any
 
 from ..._engine._scheduler import Process, current_process
 from .._imports import when_imported
 from .._registry import escape, patch
+
+
+def _pyarrow() -> Any:
+    """The ``pyarrow`` package, perhaps still initialising (a route runs while
+    ``pyarrow/__init__.py`` imports ``pyarrow.ipc``): never an ``import``
+    statement here, which inside a process, with routing off, waits on the
+    package's import lock as another thread and hangs (measured: pandas'
+    first import inside a process)."""
+    return sys.modules["pyarrow"]
 
 
 def _is_path(target: object) -> bool:
@@ -312,7 +322,7 @@ _local_filesystem.made = _is_sim  # type: ignore[attr-defined]
 
 
 def _install_fs(fs: ModuleType) -> None:
-    import pyarrow
+    pyarrow = _pyarrow()
 
     _Arrow.pyarrow = pyarrow
     _Arrow.fs = fs
@@ -439,7 +449,7 @@ def _path_reader(pyarrow: Any, real: Any, *, decompress: bool) -> Any:
 
 
 def _install_csv(csv: ModuleType) -> None:
-    import pyarrow
+    pyarrow = _pyarrow()
 
     for name in ("read_csv", "open_csv"):
         patch(csv, name, _path_reader(pyarrow, getattr(csv, name), decompress=True))
@@ -484,7 +494,7 @@ def _route_ipc_writer(pyarrow: Any, cls: Any) -> None:
 
 
 def _install_ipc(ipc: ModuleType) -> None:
-    import pyarrow
+    pyarrow = _pyarrow()
 
     for name in ("RecordBatchFileWriter", "RecordBatchStreamWriter"):
         _route_ipc_writer(pyarrow, getattr(ipc, name))
