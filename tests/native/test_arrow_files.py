@@ -130,6 +130,31 @@ def test_csv_written_by_path_on_one_host_is_read_on_the_other_compressed_or_not(
     assert real_listing(export) == ["x"]
 
 
+def test_a_csv_writer_given_a_path_writes_what_the_other_host_reads_after_close(export):
+    import pyarrow as pa
+    import pyarrow.csv as csv
+
+    path = f"{export}/x/w.csv"
+    w, a, b = two_hosts(export)
+
+    def write() -> bool:
+        with csv.CSVWriter(path, _table().schema) as writer:
+            writer.write_table(_table())
+        return isinstance(writer, csv.CSVWriter)
+
+    def read():
+        time.sleep(1)
+        return csv.read_csv(path).column("n").to_pylist()
+
+    writer = w.spawn(a, write)
+    reader = w.spawn(b, read)
+    w.run()
+    assert writer.result() is True and isinstance(object(), csv.CSVWriter) is False
+    assert reader.result() == list(range(100))
+    assert isinstance(csv.CSVWriter(pa.BufferOutputStream(), _table().schema), csv.CSVWriter)
+    assert real_listing(export) == ["x"]
+
+
 def test_local_filesystem_made_in_a_process_answers_from_its_hosts_view(export):
     import pyarrow.fs as fs
 

@@ -40,8 +40,8 @@ every answer comes from the process's host's view.  What reaches it:
   writes through to the file, which a copy cannot: refused, loudly.
 
 ``pyarrow.create_memory_map(path)`` (a writable map) is refused, loudly.
-Still native: ``FileSystem.from_uri("file://...")`` and ``CSVWriter(path)``
-(a C class's constructor).
+``CSVWriter(path)`` (a stand-in class) writes through ``open``.  Still
+native: ``FileSystem.from_uri("file://...")`` (a C class's static method).
 """
 
 from __future__ import annotations
@@ -467,6 +467,29 @@ def _install_csv(csv: ModuleType) -> None:
         return None
 
     patch(csv, "write_csv", write_csv)
+    real_writer = csv.CSVWriter
+
+    class SimCSVWriter(real_writer):  # type: ignore[misc, valid-type]
+        """``CSVWriter(path)`` on ``open(path, "wb")``, closed with the writer."""
+
+        def __init__(self, sink: Any, *args: Any, **kwargs: Any) -> None:
+            self._simfs_sink = _writer(pyarrow, sink, compress=True)
+            super().__init__(self._simfs_sink, *args, **kwargs)
+
+        def close(self) -> None:
+            try:
+                super().close()
+            finally:
+                self._simfs_sink.close()
+
+    def csv_writer(process: Process, sink: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _is_path(sink):
+            return real_writer(sink, *args, **kwargs)
+        return SimCSVWriter(sink, *args, **kwargs)
+
+    csv_writer.made = lambda instance: isinstance(instance, real_writer)  # type: ignore[attr-defined]
+    csv.CSVWriter = stand_in(real_writer, csv_writer, (  # type: ignore[attr-defined]
+        "\n\nInside a simulated process (simfs): a path is written through open()."))
 
 
 def _route_ipc_writer(pyarrow: Any, cls: Any) -> None:
