@@ -370,8 +370,10 @@ def _os_file(process: Process, path: Any, mode: str = "r", **kwargs: Any) -> Any
 
 
 def _made_os_file(instance: object) -> bool:
+    """What ``_os_file`` hands out, counted as an ``OSFile`` inside a process only."""
     pyarrow = _Arrow.pyarrow
-    return isinstance(instance, pyarrow.BufferReader | pyarrow.PythonFile)
+    return (current_process() is not None
+            and isinstance(instance, pyarrow.BufferReader | pyarrow.PythonFile))
 
 
 _os_file.made = _made_os_file  # type: ignore[attr-defined]
