@@ -1,11 +1,12 @@
-"""The native tier: torch and pyarrow, which open paths in C++, inside the world.
+"""The native tier: torch, pyarrow, pandas, h5py, zarr and datasets, which open
+paths in native code, inside the world (docs/compatibility.md).
 
 Run with ``pytest -m native tests/native`` in an environment that has
-``torch==2.13.0+cpu``, ``pyarrow`` and ``pandas`` (CI installs them into their own venv,
-``.ci/run``): none is a dependency of simfs or of the ``test`` extra.  The
-fast tier deselects these tests (``-m 'not native'``) and never imports
-torch, pyarrow or pandas: each test imports them itself (pandas in a fresh
-interpreter, for its first import inside a process).
+``torch==2.13.0+cpu``, ``pyarrow``, ``pandas``, ``h5py``, ``zarr`` and
+``datasets`` (CI installs them into their own venv, ``.ci/run``): none is a
+dependency of simfs or of the ``test`` extra.  The fast tier deselects these
+tests (``-m 'not native'``) and never imports them: each test imports them
+itself (pandas in a fresh interpreter, for its first import inside a process).
 """
 
 from __future__ import annotations

@@ -11,8 +11,6 @@ import time
 
 import pytest
 
-from simfs import SimulationEscape
-
 from .conftest import real_listing, two_hosts
 
 pytestmark = pytest.mark.native
@@ -79,17 +77,6 @@ def test_a_parquet_writer_kept_open_is_invisible_to_the_other_host_until_it_clos
     w.run()
     assert reader.result() == ("ArrowInvalid", 1000)
     assert real_listing(export) == ["x"]
-
-
-def test_read_table_of_a_directory_is_refused_naming_the_process_host_and_path(export):
-    import pyarrow.parquet as pq
-
-    w, _, b = two_hosts(export)
-    w.spawn(b, lambda: pq.read_table(f"{export}/x"), name="reader")
-    with pytest.raises(SimulationEscape) as raised:
-        w.run()
-    message = str(raised.value)
-    assert "reader" in message and "'b'" in message and f"{export}/x" in message
 
 
 def test_feather_written_on_one_host_is_read_on_the_other_after_close_to_open(export):

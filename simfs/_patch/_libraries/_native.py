@@ -39,7 +39,7 @@ from ..._engine._scheduler import current_process
 from .._files._io import SimRawFile
 from .._imports import when_imported
 from .._registry import escape, outside_world, patch
-from . import _native_ml
+from . import _native_arrow, _native_ml
 
 _CHUNK = 1 << 20
 _TEMP_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -223,4 +223,5 @@ def install() -> None:
     when_imported("safetensors", _install_safetensors)
     when_imported("blake3", _install_blake3)
     when_imported("numpy", _install_numpy)
-    _native_ml.install()  # torch and pyarrow
+    _native_ml.install()  # torch, pyarrow's parquet and feather, h5py, zarr
+    _native_arrow.install()  # pyarrow's filesystem, IPC, CSV, memory maps, datasets

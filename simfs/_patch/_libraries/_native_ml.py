@@ -1,4 +1,4 @@
-"""torch and pyarrow file entry points, routed through the simulation.
+"""torch's, pyarrow's parquet and feather, and h5py's file entry points, routed.
 
 Both libraries open a *path* in C++, below every route: inside a run,
 ``torch.save(sd, "/shared/x/model.pt")`` failed with the real machine's
@@ -30,10 +30,17 @@ accepts in place of a path, opened through the simulated file layer:
   "wb")``; ``read_table``/``read_feather(path)`` = the reader on a
   ``BufferReader``, as for parquet.
 
+- ``torch.from_file(path, shared=False)`` and ``UntypedStorage.from_file``
+  = torch's own call on a ``memfd`` copy, as for ``load``; ``shared=True``
+  writes through to the file: refused, loudly;
+- ``h5py.File(path, mode)`` = HDF5's ``fileobj`` driver on a simulated file
+  opened with the matching mode (HDF5 calls its ``read``/``write``/``seek``
+  on the caller's thread), closed with the ``File``; one of HDF5's own
+  drivers (``driver="sec2"``...) opens the path in C: refused, loudly.
+
 A path given with an explicit ``filesystem=`` goes to that filesystem, as
-the library decides.  What stays native (and unrouted): ``torch.from_file``,
-``UntypedStorage.from_file``, ``pyarrow.fs.LocalFileSystem`` used directly,
-``pyarrow.dataset``, IPC/ORC/CSV paths (docs/design.md lists them).
+the library decides.  pyarrow's filesystem, IPC, CSV, memory maps and
+datasets: ``_native_arrow``.  What stays native: docs/compatibility.md.
 """
 
 from __future__ import annotations
@@ -154,9 +161,7 @@ def _install_parquet(core: ModuleType) -> None:
         if filesystem is not None or not _is_path(source):
             return source
         if os.path.isdir(source):
-            raise escape(process, f"pyarrow.parquet.{call}({os.fsdecode(os.fspath(source))!r}) "
-                         "of a directory (a partitioned dataset) is not routed through the "
-                         "simulation; read each file with read_table(path)")
+            return source  # a dataset: read through the process's Arrow filesystem
         return pyarrow.BufferReader(_read_all(source))
 
     real_read_table = core.read_table
@@ -221,8 +226,116 @@ def _buffered_reader(pyarrow: Any, real: Any, name: str) -> Any:
     return read
 
 
+# -- torch.from_file ---------------------------------------------------------------
+
+
+def _install_torch_from_file(torch: ModuleType) -> None:
+    real_from_file = torch.from_file
+
+    def from_file(filename: Any, shared: Any = None, size: Any = 0, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None or not _is_path(filename):
+            return real_from_file(filename, shared, size, **kwargs)
+        if shared:
+            raise escape(process, f"torch.from_file({os.fsdecode(os.fspath(filename))!r}, "
+                         "shared=True): a shared mapping writes through to the file, which "
+                         "simfs cannot route; use shared=False (a private copy) or torch.save")
+        return _on_copy(_read_all(filename),
+                        lambda copy: real_from_file(copy, False, size, **kwargs))
+
+    # Set, not patched: the original is also a member of torch's immutable
+    # ``_VariableFunctionsClass``, where the alias sweep would try to replace it.
+    from_file.__doc__ = real_from_file.__doc__
+    torch.from_file = from_file  # type: ignore[attr-defined]
+    storage = torch.UntypedStorage
+    real_storage_from_file = storage.from_file
+
+    def storage_from_file(cls: Any, filename: Any, shared: Any = False, nbytes: Any = 0) -> Any:
+        process = current_process()
+        if process is None or not _is_path(filename):
+            return real_storage_from_file(filename, shared, nbytes)
+        if shared:
+            raise escape(process, f"torch.UntypedStorage.from_file("
+                         f"{os.fsdecode(os.fspath(filename))!r}, shared=True): a shared mapping "
+                         "writes through to the file, which simfs cannot route; use "
+                         "shared=False (a private copy)")
+        return _on_copy(_read_all(filename),
+                        lambda copy: real_storage_from_file(copy, False, nbytes))
+
+    storage_from_file.__doc__ = real_storage_from_file.__doc__
+    # Set on torch's Python class, not patched: the original is the C base
+    # class's member, which the alias sweep would try to replace there.
+    storage.from_file = classmethod(storage_from_file)
+
+
+def _on_copy(data: bytes, call: Any) -> Any:
+    """``call("/proc/self/fd/N")`` on an in-memory copy (a ``memfd``) of ``data``."""
+    memfd = -1
+    try:
+        with outside_world():
+            memfd = os.memfd_create("simfs-copy")
+            view = memoryview(data)
+            while view:
+                view = view[os.write(memfd, view):]
+            return call(f"/proc/self/fd/{memfd}")
+    finally:
+        if memfd >= 0:
+            with outside_world():
+                os.close(memfd)
+
+
+# -- h5py ------------------------------------------------------------------------
+
+# h5py's modes, as Python file modes over the simulated file (h5py's "fileobj"
+# driver reads and writes through them on the caller's thread).
+_H5_MODES = {"r": "rb", "r+": "r+b", "w": "w+b", "w-": "x+b", "x": "x+b"}
+
+
+def _install_h5py(files: ModuleType) -> None:
+    file_class = files.File
+    real_init, real_close = file_class.__init__, file_class.close
+
+    def init(self: Any, name: Any, mode: str = "r", driver: Any = None,
+             *args: Any, **kwargs: Any) -> None:
+        process = current_process()
+        if process is None or not _is_path(name) or driver == "fileobj":
+            real_init(self, name, mode, driver, *args, **kwargs)
+            return None
+        if driver is not None:
+            raise escape(process, f"h5py.File({os.fsdecode(os.fspath(name))!r}, driver="
+                         f"{driver!r}): HDF5's own drivers open the path in C, below the "
+                         "simulation; only the default driver is routed (through a file object)")
+        python_mode = _H5_MODES.get(mode)
+        if mode == "a":
+            python_mode = "r+b" if os.path.exists(name) else "x+b"
+        if python_mode is None:
+            raise escape(process, f"h5py.File({os.fsdecode(os.fspath(name))!r}, {mode!r}): "
+                         "mode not routed through the simulation (r, r+, w, w-, x, a are)")
+        file = open(name, python_mode)  # noqa: SIM115 (closed by File.close)
+        try:
+            real_init(self, file, "r+" if mode == "a" else mode, None, *args, **kwargs)
+        except BaseException:
+            file.close()
+            raise
+        self._simfs_file = file
+        return None
+
+    def close(self: Any) -> None:
+        try:
+            real_close(self)
+        finally:
+            file = self.__dict__.pop("_simfs_file", None)
+            if file is not None:
+                file.close()
+
+    patch(file_class, "__init__", init)
+    patch(file_class, "close", close)
+
+
 def install() -> None:
     """Route each package when the program imports it (see ``_imports``)."""
+    when_imported("torch", _install_torch_from_file)
+    when_imported("h5py._hl.files", _install_h5py)
     when_imported("torch.serialization", _install_torch_serialization)
     when_imported("pyarrow.parquet.core", _install_parquet)
     when_imported("pyarrow.feather", _install_feather)
