@@ -51,6 +51,20 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--simfs-seed {seed}: allowed: an int >= 0")
 
 
+def pytest_plugin_registered(plugin: object) -> None:
+    """Before pytester's first in-process run, import what simfs's routes are made of.
+
+    An in-process pytester run forgets the modules it imported, and simfs's
+    routes must not be imported twice (``simfs._patch.preload`` says why).
+    pytester may come with ``-p pytester`` or a test module's
+    ``pytest_plugins``, so this hook, not ``pytest_configure``.
+    """
+    if getattr(plugin, "__name__", None) == "_pytest.pytester":
+        from ._patch import preload
+
+        preload()
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """A replay token whose test this session will not run is refused, naming that test."""
     token = session.config.getoption("--simfs-replay")

@@ -106,6 +106,29 @@ def install() -> None:
     _rebind_aliases()
 
 
+def preload() -> None:
+    """Import every module ``install()`` and ``World.run()`` may import later; install nothing.
+
+    pytester's in-process runs drop from ``sys.modules`` every module first
+    imported during them, while the routes those modules installed stay in
+    ``os``, ``time``, ``mmap``...  Imported again, a route module took its own
+    earlier routes for the originals (mmap's ``SimulatedMap`` subclassed
+    itself: "metaclass conflict").  Imported before the first such run, the
+    modules are in pytester's snapshot and outlive it.  The pytest plugin
+    calls this when pytester is active.
+    """
+    import pkgutil
+
+    for package_name in ("simfs._engine", "simfs._nfs", "simfs._os", "simfs._patch"):
+        package = importlib.import_module(package_name)
+        for found in pkgutil.walk_packages(package.__path__, package_name + "."):
+            if found.name.endswith("._guard_helper"):
+                continue  # the guard's supervisor: a script, run as its own process
+            if found.name.endswith("._trio") and "trio" not in sys.modules:
+                continue  # imports trio, which install() leaves to the program
+            importlib.import_module(found.name)
+
+
 def _route_trio(module: ModuleType) -> None:
     from ._concurrency import _trio
 
