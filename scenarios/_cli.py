@@ -219,7 +219,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return exit_.code if isinstance(exit_.code, int) else EXIT_USAGE
     with warnings.catch_warnings():
+        # Each message once a run (_show_warning): every host mounting one
+        # option string warns about it, and the caller's filters (pytest's
+        # "always") may show each.
         warnings.showwarning = _show_warning
+        _shown.clear()
         try:
             if args.command == "list":
                 for name, scenario in sorted(SCENARIOS.items()):
@@ -259,9 +263,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 130
 
 
+_shown: set[str] = set()
+
+
 def _show_warning(message: Warning | str, category: type[Warning], filename: str,
                   lineno: int, file: TextIO | None = None, line: str | None = None) -> None:
-    print(f"warning: {message}", file=sys.stderr)
+    text = f"warning: {message}"
+    if text not in _shown:
+        _shown.add(text)
+        print(text, file=sys.stderr)
 
 
 def _params(args: argparse.Namespace) -> int:
