@@ -4,10 +4,12 @@
 
 Every figure is measured in a fresh child interpreter (peak RSS is the
 child's own VmHWM), side by side with the same child run on the code of
-``REV`` (a git revision, e.g. the previous release or ``7ebe4ae``, the
-commit before issue 29) when ``--against`` is given; without it, beside the
-figures issue 29 measured before its work on this kind of machine.  Prints
-ratios, never asserts: machine load moves every absolute number.
+``REV`` (a git revision) when ``--against`` is given; without it, or when
+the clone lacks ``REV``, beside the figures issue 29 measured before its
+work on this kind of machine.  CI compares with ``7ebe4ae``, the commit
+before issue 29 (release 0.1.0, ``3860c23``, has no exploration API and no
+``trace_keep``: those rows read n/a against it).  Prints ratios, never
+asserts: machine load moves every absolute number.
 
 - RSS per file byte: a file written on one host and read on another, peak
   RSS above an empty world's, divided by the file's size (1.0: the bytes
@@ -24,6 +26,7 @@ ratios, never asserts: machine load moves every absolute number.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -135,10 +138,20 @@ EXPLORED = [("handshake", "exists"), ("cas", "seed"), ("prune", "rmtree"), ("ref
 
 
 def _child(path: Path, mode: str, arg: str) -> dict[str, float]:
+    """The child's figures; NaN ones when that revision cannot measure them.
+
+    (Release 0.1.0 has no exploration API and no ``trace_keep``: its row
+    reads n/a there rather than ending the comparison.)
+    """
     env = dict(os.environ, PYTHONPATH=str(path))
-    out = subprocess.run([sys.executable, "-c", _CHILD, mode, arg], cwd=path, env=env,
-                         check=True, capture_output=True, text=True).stdout
-    result: dict[str, float] = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, "-c", _CHILD, mode, arg], cwd=path, env=env,
+                          check=False, capture_output=True, text=True)
+    if done.returncode != 0:
+        if path == ROOT:
+            raise SystemExit(f"bench_scale: the {mode} child failed:\n{done.stderr}")
+        nan = float("nan")
+        return {"peak": nan, "events": nan, "rate": nan}
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -172,6 +185,12 @@ def _tree(revision: str, into: str) -> Path:
 
 def main() -> None:
     against = sys.argv[sys.argv.index("--against") + 1] if "--against" in sys.argv else None
+    if against is not None and subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{against}^{{commit}}"],
+            capture_output=True, check=False).returncode != 0:
+        print(f"bench_scale: revision {against!r} is not in this clone (a shallow one?); "
+              "the figures alone, beside issue 29's before figures")
+        against = None
     now = measure(ROOT)
     print(f"scale (issue 29){' (quick)' if QUICK else ''}: a {FILE_MIB} MiB file, "
           f"{2 * POLLS:,} events, {EXAMPLES} examples per search\n")
@@ -196,6 +215,9 @@ def main() -> None:
         unit = " B" if key.startswith(("file", "event")) else "  "
         label = {"file": "RSS per file byte", "event default": "RSS per event (default)",
                  "event all": "RSS per event (keep all)"}.get(key, f"examples/CPU s {key}")
+        if math.isnan(then[key]):
+            print(f"  {label:32}{value:10.2f}{unit}{'n/a':>12}{unit}{'':>10}")
+            continue
         ratio = then[key] / max(value, 1e-9) if unit == " B" else value / max(then[key], 1e-9)
         print(f"  {label:32}{value:10.2f}{unit}{then[key]:12.2f}{unit}{ratio:9.2f}x")
     print("  (x: how many times better now: memory then/now, examples now/then)")

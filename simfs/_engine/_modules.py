@@ -274,8 +274,11 @@ class _FreshImports(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         _fresh.append(fullname)
-        importer = _importing_module()
-        if importer is not None and "." not in fullname:
+        # Which module imports: a walk up the frames, needed only for a
+        # top-level name not yet known to be a shared package's dependency.
+        importer = (_importing_module() if "." not in fullname
+                    and fullname not in _shared_dependencies else None)
+        if importer is not None:
             # A shared package importing a pure-Python one: that one stays
             # shared, so the classes the shared package checks are the same.
             top = _top(importer)
@@ -539,17 +542,27 @@ def switch_to(view: ModuleView) -> None:
             modules.pop(name, None)
         modules.update(entering.table)
     _installed = view
-    outgoing.argv = sys.argv
-    sys.argv = view.argv
+    # Each swap below is skipped when the entering process's object is the
+    # one already in place, and warnings is told its filters changed only
+    # when they differ: that makes every module's warning registry start
+    # afresh (a "default" warning shown again), and two processes polling in
+    # step hand the baton on at every call.
+    outgoing.argv = argv = sys.argv
+    if argv is not view.argv:
+        sys.argv = view.argv
     tempfile: Any = modules.get("tempfile")
     if tempfile is not None:
-        outgoing.tempdir = tempfile.tempdir
-        tempfile.tempdir = view.tempdir
+        outgoing.tempdir = tempdir = tempfile.tempdir
+        if tempdir is not view.tempdir:
+            tempfile.tempdir = view.tempdir
     warnings: Any = modules.get("warnings")
     if warnings is not None:
-        outgoing.filters = warnings.filters
-        warnings.filters = view.filters
-        warnings._filters_mutated()
+        outgoing.filters = filters = warnings.filters
+        entering_filters = view.filters
+        if filters is not entering_filters:
+            warnings.filters = entering_filters
+            if filters != entering_filters:
+                warnings._filters_mutated()
 
 
 def release(view: ModuleView) -> None:

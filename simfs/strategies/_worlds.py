@@ -168,13 +168,17 @@ def worlds(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] |
     _check_setup(setup)
     plans = faults if faults is not None else st.just(FaultPlan())
     seed_strategy = seeds if seeds is not None else st.integers(0, 255)
+    # Made once: a strategy made inside the draw was made again for every
+    # example, and Hypothesis reads a composite's source when one is made
+    # (half of the README marker example's time per example went there).
+    schedule_strategy = schedules(max_deviations=max_deviations)
 
     @st.composite
     def world(draw: st.DrawFn) -> World:
         seed = draw(seed_strategy)
         chosen = {name: draw(strategy) for name, strategy in mounts.items()}
         plan = draw(plans)
-        made = World(seed, export=export, chooser=draw(schedules(max_deviations=max_deviations)),
+        made = World(seed, export=export, chooser=draw(schedule_strategy),
                      faults=plan if plan != FaultPlan() else None)
         if setup is not None:
             setup(made)

@@ -259,3 +259,33 @@ def test_a_library_routed_at_import_can_be_imported_first_inside_a_process(tmp_p
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "6"
+
+
+def _warn_three_times_while_another_process_runs():
+    import time
+
+    time.sleep(0.05)  # both processes have started (and imported what they import)
+    with warnings.catch_warnings(record=True) as shown:
+        for _ in range(3):
+            warnings.warn("the cache is cold", UserWarning, stacklevel=1)
+            time.sleep(0.1)  # the other process runs between two warnings
+    return [str(warning.message) for warning in shown]
+
+
+def _sleep_three_times():
+    import time
+
+    for _ in range(3):
+        time.sleep(0.1)
+
+
+def test_a_default_warning_shows_once_though_another_process_ran_between_its_calls():
+    # The default action shows a warning once per place (Python's warnings
+    # docs, "The Warnings Filter"); handing the baton to a process whose
+    # filters are the same must not make the registry forget it was shown.
+    w = World(seed=1)
+    a, b = w.host("a"), w.host("b")
+    warner = w.spawn(a, _warn_three_times_while_another_process_runs)
+    w.spawn(b, _sleep_three_times)
+    w.run()
+    assert warner.result() == ["the cache is cold"]
