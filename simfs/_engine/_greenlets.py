@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 from . import _scheduler
 from ._clock import VirtualClock
 from ._modules import MAIN, switch_to
+from ._routing import real_get_ident, world_threads
 from ._scheduler import RUNNING, Process, Scheduler
 
 if TYPE_CHECKING:
@@ -157,6 +158,7 @@ def _serve(engine: _Engine) -> None:
 
     _bind_asyncio()
     engine.native_id = _thread.get_native_id()
+    world_threads.add(real_get_ident())  # for good: an idle engine serves later worlds
     failure: BaseException | None = None
     try:
         engine.slots = ThreadStateSlots()

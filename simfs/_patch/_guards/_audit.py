@@ -56,10 +56,13 @@ from typing import Any, NoReturn
 
 from ..._engine._scheduler import Process, current_process
 from .._registry import escape
+from . import _outside
 
 _READS = frozenset({"os.listdir", "os.scandir"})
 _WRITES = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.link", "os.symlink",
                      "os.chmod", "os.chown", "os.truncate", "os.utime", "os.chdir"})
+# The events whose second argument is a path too (the target).
+_TWO_PATHS = frozenset({"os.rename", "os.link", "os.symlink"})
 _NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes.dlsym",
                      "ctypes.call_function"})
 # A fork inside the world, however os.fork was reached (a name bound before
@@ -144,6 +147,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     process = current_process()
     if process is None:
+        if _outside.PREFIXES and (event == "open" or event in _READS or event in _WRITES):
+            for path in args[:2] if event in _TWO_PATHS else args[:1]:
+                _outside.check(event, path)
         return
     if event in _FORKS:
         raise escape(process, f"{event}() is not simulated: simulated processes are "
