@@ -137,9 +137,47 @@ def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
         if fileno == -1 or fileno in BRIDGED_FDS:
             return None
         return f"mmap.mmap({fileno}, ...) of a real file descriptor"
+    if event == "ctypes.dlopen" and args and _loads_code(args[0]):
+        return None
+    if event == "ctypes.dlsym" and len(args) > 1 and (_python_api(args[0], args[1])
+                                                      or args[1] in _THREAD_NAMING):
+        return None
     shown = repr(args[0])[:80] if args else ""
+    if event == "ctypes.dlsym" and len(args) > 1:
+        shown = f"{shown}, {args[1]!r}"
     return (f"{event}({shown}): a foreign function call can do any I/O behind the "
             "simulation's back")
+
+
+# pthread_{set,get}name_np name an OS thread (no file of the program's): trio
+# looks them up in libpthread at import (_core/_thread_cache.py; issue 30).
+_THREAD_NAMING = frozenset({"pthread_setname_np", "pthread_getname_np"})
+
+
+def _loads_code(library: object) -> bool:
+    """Whether a ``ctypes.dlopen`` loads code, as an import does, and calls nothing.
+
+    The interpreter itself (None: ``ctypes.pythonapi``, made at ctypes'
+    import), a shared library of the installation (torch loads its
+    ``libtorch_global_deps.so`` at import), or a library the dynamic linker
+    finds by its bare name in the system's directories (trio's
+    ``libpthread.so.0``).  What is called in it is resolved by
+    ``ctypes.dlsym``, which stays judged.
+    """
+    if library is None:
+        return True
+    if isinstance(library, bytes):
+        library = os.fsdecode(library)
+    return isinstance(library, str) and (
+        "/" not in library or (library.startswith("/") and library.startswith(_code_roots())))
+
+
+def _python_api(library: object, name: object) -> bool:
+    """A function of Python's own C API looked up in the interpreter
+    (``ctypes.pythonapi.PyBytes_FromStringAndSize``, which fsspec does at
+    import; issue 30): no file I/O of its own."""
+    return (getattr(library, "_name", 0) is None and isinstance(name, str)
+            and name.startswith(("Py", "_Py")))
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
