@@ -158,7 +158,8 @@ def _serve(engine: _Engine) -> None:
 
     _bind_asyncio()
     engine.native_id = _thread.get_native_id()
-    world_threads.add(real_get_ident())  # for good: an idle engine serves later worlds
+    ident = real_get_ident()
+    world_threads.add(ident)  # while it lives: an idle engine serves later worlds
     failure: BaseException | None = None
     try:
         engine.slots = ThreadStateSlots()
@@ -170,7 +171,9 @@ def _serve(engine: _Engine) -> None:
         engine.baton.acquire()
         job = engine.job
         if job is None:
-            return  # retired before a fork
+            # Retired before a fork: its ident may be a new real thread's next.
+            world_threads.discard(ident)
+            return
         if failure is not None:
             job.fatal = failure
             job._main_baton.release()

@@ -194,3 +194,18 @@ def test_running_a_loop_made_before_the_world_inside_a_process_is_refused(tmp_pa
     with pytest.raises(SimulationEscape, match="event loop made outside the world was run"):
         world.run()
     loop.close()
+
+
+def test_an_engine_thread_retired_before_a_fork_is_no_longer_one_of_the_worlds(tmp_path):
+    # A new real thread may get a dead thread's ident at once (glibc reuses
+    # its stack); a stale ident there exempted a pool thread from the guard
+    # (seen in the fast tier after test_escapes' os.fork retired the engines).
+    import sys
+
+    from simfs._engine import _greenlets, _routing
+
+    world = World(export=_export(tmp_path))
+    world.spawn(world.host("a"), os.getpid)
+    world.run()
+    _greenlets._retire_idle_engines()
+    assert _routing.world_threads <= set(sys._current_frames())
