@@ -190,7 +190,7 @@ def test_handing_a_coroutine_to_a_loop_thread_started_before_the_world_is_refuse
 def test_running_a_loop_made_before_the_world_inside_a_process_is_refused(tmp_path):
     loop = asyncio.new_event_loop()
     world = World(export=_export(tmp_path), step_timeout=60)
-    world.spawn(world.host("a"), loop.run_until_complete, asyncio.sleep(1))
+    world.spawn(world.host("a"), loop.run_forever)
     with pytest.raises(SimulationEscape, match="event loop made outside the world was run"):
         world.run()
     loop.close()
