@@ -66,7 +66,8 @@ class RealThreadEscape(SimulationEscape):
                      "process started outside the world")
         Exception.__init__(
             self,
-            f"thread {thread!r} of the test process, started outside the world, called "
+            f"thread {thread!r} of the test process, started outside the world (or by "
+            "native code, whose threads are no simulated process's), called "
             f"{call}({path!r}) under the simulated export while a world ran: a real "
             "thread's file calls reach the real disk, never the simulated files, so it was "
             "refused before it acted.  A pool or event loop made before the world (a "
