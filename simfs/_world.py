@@ -545,17 +545,23 @@ class World:
                 "it under `if __name__ == \"__main__\":`, or spawn a function of a module "
                 "that builds no world when imported")
         from ._patch import install, real_cwd_sentinel
-        from ._patch._guards import _native_guard
+        from ._patch._guards import _native_guard, _outside
 
         install()
         _native_guard.watch(self.export)
         self._schedule_crashes()
         until_ns = None if until is None else seconds_to_ns(until, "until")
         try:
-            with real_cwd_sentinel(self):
+            with real_cwd_sentinel(self), _outside.watching(self.export, self.escapes):
                 self.scheduler.run(until_ns)
-        except BaseException:
+        except BaseException as error:
             self._teardown()
+            # A real thread refused on the export: the process that handed it
+            # work then waits for an answer that never comes, which is not
+            # what went wrong.
+            outside = [e for e in self.escapes if isinstance(e, _outside.RealThreadEscape)]
+            if outside and isinstance(error, SimfsError):
+                raise outside[0] from error
             raise
         fatal = self.scheduler.take_fatal()
         if fatal is not None:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 from . import _scheduler
 from ._clock import VirtualClock
 from ._modules import MAIN, switch_to
+from ._routing import real_get_ident, world_threads
 from ._scheduler import RUNNING, Process, Scheduler
 
 if TYPE_CHECKING:
@@ -157,6 +158,8 @@ def _serve(engine: _Engine) -> None:
 
     _bind_asyncio()
     engine.native_id = _thread.get_native_id()
+    ident = real_get_ident()
+    world_threads.add(ident)  # while it lives: an idle engine serves later worlds
     failure: BaseException | None = None
     try:
         engine.slots = ThreadStateSlots()
@@ -168,7 +171,9 @@ def _serve(engine: _Engine) -> None:
         engine.baton.acquire()
         job = engine.job
         if job is None:
-            return  # retired before a fork
+            # Retired before a fork: its ident may be a new real thread's next.
+            world_threads.discard(ident)
+            return
         if failure is not None:
             job.fatal = failure
             job._main_baton.release()

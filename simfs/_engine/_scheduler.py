@@ -543,7 +543,7 @@ class Scheduler:
             process._baton.release()
         else:
             process.started = True
-            thread_starter(self._bootstrap, (process,))
+            thread_starter(self._thread_body, (process,))
 
     def _hand_on(self, process: Process | None, caller: Process | None = None) -> None:
         if process is None:
@@ -577,6 +577,15 @@ class Scheduler:
     def _exit(self, following: Process | None, caller: Process) -> None:
         """Hand the baton on from a process that has ended, for good."""
         self._hand_on(following, caller)
+
+    def _thread_body(self, process: Process) -> None:
+        """The thread baton's OS thread of one process, known as a world's own."""
+        ident = _routing.real_get_ident()
+        _routing.world_threads.add(ident)
+        try:
+            self._bootstrap(process)
+        finally:
+            _routing.world_threads.discard(ident)
 
     def _bootstrap(self, process: Process) -> None:
         routing.process = process

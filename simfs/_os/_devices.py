@@ -12,7 +12,8 @@ character devices with their numbers (Documentation/admin-guide/devices.txt:
 
 Only ``open()`` and the path queries are answered: ``os.open`` of a device
 needs a descriptor the simulation does not make, and is refused as any path
-outside the export is.
+outside the export is, but for ``/dev/null``, whose descriptor is a read-only
+real one with writes swallowed (``_machinefiles.MachineFiles._open_null``).
 """
 
 from __future__ import annotations

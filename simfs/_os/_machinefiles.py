@@ -65,6 +65,7 @@ _IDENTITY_FILES = frozenset({
     "/etc/hostname", "/etc/machine-id", "/var/lib/dbus/machine-id", "/etc/passwd",
     "/etc/group", "/etc/shadow", "/etc/gshadow", "/etc/subuid", "/etc/subgid",
 })
+_NULL = "/dev/null"
 _CHANGES = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 # Flags a read-only open may carry on to the real one.
@@ -386,6 +387,8 @@ class MachineFiles:
 
     def open(self, path: PathArg, flags: int, mode: int = 0o777, *,
              dir_fd: int | None = None) -> int:
+        if self.absolute(path, dir_fd) == _NULL:
+            return self._open_null(flags)
         text = self._readable("open", path, dir_fd)
         if flags & _CHANGES or (_TMPFILE and flags & _TMPFILE == _TMPFILE):
             raise self.escape(
@@ -411,6 +414,34 @@ class MachineFiles:
             return fd
 
         fd: int = self._call("open", text, effect, path)
+        return fd
+
+    def _open_null(self, flags: int) -> int:
+        """``os.open("/dev/null", ...)``: a descriptor of the host's null device.
+
+        dill opens ``os.devnull`` through ``_pyio.open`` (``os.open``) at its
+        import, to learn the types of file objects (issue 30: datasets and
+        torch import it).  The real /dev/null is opened read-only, which
+        reads as the end of the file as the host's does; a write through a
+        descriptor opened for writing is swallowed whole (drivers/char/mem.c,
+        write_null), never made.
+        """
+        if flags & os.O_CREAT and flags & os.O_EXCL:
+            raise simulated_oserror(errno.EEXIST, _NULL)
+        self._lookup(_NULL)
+
+        def effect() -> int:
+            real_fd = self._real(os.open, _NULL, os.O_RDONLY | os.O_CLOEXEC)
+            found = self._real(os.fstat, real_fd)
+            open_file = MachineFile(real_fd, _NULL, _identity(found), False,
+                                    self._world._next_ofd_id())
+            open_file.mount = self
+            open_file.writable = flags & os.O_ACCMODE != os.O_RDONLY
+            open_file.readable = flags & os.O_ACCMODE != os.O_WRONLY
+            open_file.flags = status_flags(flags & (os.O_ACCMODE | os.O_APPEND | os.O_NONBLOCK))
+            return allocate_fd(self._fds, open_file)
+
+        fd: int = self._call("open", _NULL, effect, _NULL)
         return fd
 
     def close(self, fd: int) -> None:
@@ -507,9 +538,15 @@ class MachineFiles:
         self._call("posix_fadvise", open_file.path, lambda: None)
 
     def write(self, fd: int, data: Buffer) -> int:
+        open_file = self._file(fd)
+        if open_file.path == _NULL and open_file.writable:
+            size: int = self._call("write", _NULL, lambda: memoryview(data).nbytes)
+            return size
         raise simulated_oserror(errno.EBADF)  # opened read-only, as every machine file is
 
     def pwrite(self, fd: int, data: Buffer, offset: int) -> int:
+        if offset >= 0 and self._file(fd).path == _NULL:
+            return self.write(fd, data)
         raise simulated_oserror(errno.EBADF)
 
     def ftruncate(self, fd: int, length: int) -> None:

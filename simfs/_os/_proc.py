@@ -260,6 +260,18 @@ _FILES: dict[str, Callable[[Process], str]] = {
 }
 
 
+# What a host's /sys answers: its cgroup v2 CPU limit, which libraries read to
+# size their worker pools (pandas 3's read_csv, compat/_cpu.py, reads
+# cpu.max at its first parallel read; issue 30).  ``max 100000`` is no quota
+# (the kernel's cpu_max_show, kernel/sched/core.c: "max" and the period in
+# µs), so the host's CPUs (os.cpu_count, os.sched_getaffinity) are the limit.
+# Any other /sys path is the real machine's and stays refused.
+_SYS: dict[str, tuple[str, Any]] = {
+    "/sys": ("dir", None), "/sys/fs": ("dir", None), "/sys/fs/cgroup": ("dir", None),
+    "/sys/fs/cgroup/cpu.max": ("file", "max 100000\n"),
+}
+
+
 def _proc_entry(process: Process, text: str) -> tuple[str, Any]:
     """("file", content) | ("dir", None) | ("link", target) | ("ns", None) for /proc paths.
 
@@ -311,9 +323,12 @@ def answer(process: Process, op: str, text: str) -> object:
         return _parent_answer(op, text)
     if text in _devices.DEVICES or text == "/dev":
         return _device_answer(op, text)
-    if text != "/proc" and not text.startswith("/proc/"):
+    if text in _SYS:
+        kind, content = _SYS[text]
+    elif text != "/proc" and not text.startswith("/proc/"):
         return _NOT_OURS
-    kind, content = _proc_entry(process, text)
+    else:
+        kind, content = _proc_entry(process, text)
     if op in ("stat", "lstat"):
         if kind == "dir" or (kind == "link" and op == "stat"):
             return _stat(stat.S_IFDIR | 0o555, PROC_DEV, 1 + len(text), nlink=2)

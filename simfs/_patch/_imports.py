@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
+from .._engine._scheduler import current_process
 from ._registry import outside_world
 
 _pending: dict[str, list[Callable[[ModuleType], None]]] = {}
@@ -64,8 +65,20 @@ class _RoutingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
+        routes = _pending.pop(module.__name__, [])
+        if current_process() is not None:
+            # Imported inside a process: the routes run routed, as the body
+            # did.  With routing off, a route's own import of the package
+            # being imported (torch.serialization's route imports torch,
+            # whose import is still running) took Python's module lock under
+            # the real thread id while the import held it under the
+            # process's: a real deadlock (measured: torch first imported
+            # inside a process hung; issue 30).  A route makes no I/O.
+            for route in routes:
+                route(module)
+            return
         with outside_world():
-            for route in _pending.pop(module.__name__, []):
+            for route in routes:
                 route(module)
 
 

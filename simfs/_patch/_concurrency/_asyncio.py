@@ -44,12 +44,13 @@ import asyncio
 import asyncio.base_events as base_events
 import asyncio.selector_events as selector_events
 import selectors
+import threading
 from typing import Any
 
 from ..._engine._clock import seconds_to_ns
 from ..._engine._scheduler import Process, current_process
 from ..._errors import ProcessKilled
-from .._registry import patch
+from .._registry import escape, patch
 
 _WAITING_ON = "asyncio: the next timer or a thread's result"
 
@@ -110,6 +111,22 @@ class SimSelector:
         return getattr(self._real, name)
 
 
+def _made_outside(loop: Any) -> bool:
+    """Whether ``loop`` was made outside every world (its selector is the real one)."""
+    selector = getattr(loop, "_selector", None)
+    return selector is not None and not isinstance(selector, SimSelector)
+
+
+def _running_in(loop: Any) -> str:
+    thread_id = getattr(loop, "_thread_id", None)
+    if thread_id is None:
+        return ""
+    # threading._active holds the test process's real threads (enumerate()
+    # inside a process lists the process's own).
+    thread = threading._active.get(thread_id)  # type: ignore[attr-defined]
+    return "" if thread is None else f", run by thread {thread.name!r}"
+
+
 def install() -> None:
     loop_class: Any = selector_events.BaseSelectorEventLoop
     real_init = loop_class.__init__
@@ -136,6 +153,33 @@ def install() -> None:
             name = f"Task-{process.group.next_number('asyncio.Task', 1)}"
         return real_create_task(self, coro, name=name, **kwargs)
 
+    real_call_soon_threadsafe = base_class.call_soon_threadsafe
+    real_run_forever = base_class.run_forever
+
+    def call_soon_threadsafe(self: Any, callback: Any, *args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is not None and _made_outside(self):
+            name = getattr(callback, "__qualname__", None) or repr(callback)[:60]
+            raise escape(process, (
+                f"loop.call_soon_threadsafe({name}) (asyncio.run_coroutine_threadsafe uses it) "
+                f"on an event loop made outside the world{_running_in(self)}: its thread is a "
+                "real thread of the test process, started outside the world, so the work "
+                "would run outside the simulation and the process would wait for it on a "
+                "real lock; make the loop (and the thread that runs it) inside the simulated "
+                "process, as a library that makes its loop on first use does there"))
+        return real_call_soon_threadsafe(self, callback, *args, **kwargs)
+
+    def run_forever(self: Any) -> Any:
+        process = current_process()
+        if process is not None and _made_outside(self):
+            raise escape(process, (
+                "an event loop made outside the world was run inside a simulated process: "
+                "it would wait in the real select, not on the world's clock; make the loop "
+                "inside the process (asyncio.run, asyncio.new_event_loop there)"))
+        return real_run_forever(self)
+
+    patch(base_class, "call_soon_threadsafe", call_soon_threadsafe)
+    patch(base_class, "run_forever", run_forever)
     patch(base_class, "create_task", create_task)
     patch(loop_class, "__init__", __init__)
     patch(loop_class, "_write_to_self", _write_to_self)

@@ -32,7 +32,7 @@ from ..._engine import _scheduler as sched
 from ..._engine._clock import seconds_to_ns
 from ..._engine._scheduler import Process, current_process
 from ..._engine._sync import SimLock, SimRLock
-from .._registry import patch
+from .._registry import escape, patch
 
 _RealSimpleQueue = queue.SimpleQueue
 _PySimpleQueue = queue._PySimpleQueue  # type: ignore[attr-defined]
@@ -262,6 +262,8 @@ def install() -> None:
             return real_is_alive(self)
         return child.state not in (sched.DONE, sched.DETACHED)
 
+    executor: Any = futures_thread.ThreadPoolExecutor
+    patch(executor, "submit", _refusing_outside_pools(executor.submit))
     patch(threading, "_allocate_lock", allocate_lock)
     patch(threading, "Lock", allocate_lock)
     patch(threading, "RLock", rlock)
@@ -269,3 +271,37 @@ def install() -> None:
     patch(threading.Thread, "join", join)
     patch(threading.Thread, "is_alive", is_alive)
     patch(queue, "SimpleQueue", SimpleQueue)
+
+
+def _refusing_outside_pools(real_submit: Callable[..., Any]) -> Callable[..., Any]:
+    """``ThreadPoolExecutor.submit``, refused inside the world for a pool made outside it.
+
+    A pool made before the world (a module-level executor, one the test
+    body used) has a real work queue and real locks, and its workers, once
+    started, are real threads of the test process: work handed to it from a
+    simulated process runs outside the simulation (its file calls reach the
+    real disk) or waits on a real lock until the step timeout.  Measured
+    before this refusal (issue 30): a module-level executor wrote the real
+    disk under the export's path from inside a run.  Refused at ``submit``,
+    before any work is queued, naming the pool's real threads.
+    """
+
+    def submit(self: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is not None:
+            real_threads = sorted(thread.name for thread in list(self._threads)
+                                  if _simulated_child(thread) is None)
+            if real_threads or self._work_queue.__class__ is _RealSimpleQueue:
+                started = (f"its worker threads {', '.join(map(repr, real_threads))} are real "
+                           "threads of the test process" if real_threads else
+                           "its work queue and locks are the test process's real ones")
+                name = getattr(fn, "__qualname__", None) or repr(fn)[:60]
+                raise escape(process, (
+                    f"ThreadPoolExecutor.submit({name}) to a pool made outside the world: "
+                    f"{started}, started outside the world, so the work would run outside "
+                    "the simulation (its file calls on the real disk) or wait on a real lock; "
+                    "make the executor inside the simulated process (its workers are then "
+                    "simulated threads)"))
+        return real_submit(self, fn, *args, **kwargs)
+
+    return submit

@@ -18,6 +18,7 @@ from typing import Any
 from ..._engine._scheduler import Process, current_process
 from ..._os import _devices, _proc
 from ..._os._seam import SyscallSeam
+from .._guards import _outside
 from .._registry import escape, patch
 
 _NFS_BLKSIZE = 1 << 20
@@ -196,6 +197,8 @@ def install() -> None:
              errors: str | None = None, newline: str | None = None, closefd: bool = True,
              opener: Any = None) -> Any:
         process = current_process()
+        if process is None and _outside.PREFIXES:
+            _outside.check("open", file)
         if process is None or (isinstance(file, int) and not process.syscalls.owns_fd(file)
                                and file in (0, 1, 2)):
             return real_open(file, mode, buffering, encoding, errors, newline, closefd, opener)

@@ -18,6 +18,7 @@ from ..._engine._scheduler import Process, current_process, routing
 from ..._errors import simulated_oserror
 from ..._os import _proc
 from ..._os._seam import SyscallSeam
+from .._guards import _outside
 from .._identity import _session
 from .._registry import escape, patch
 from . import _fds
@@ -86,11 +87,14 @@ _NAMES_BAD_FD = frozenset({"stat", "chdir", "chmod", "chown", "statvfs"}
 def _path_route(real: Callable[..., Any], name: str, call: _Call) -> Callable[..., Any]:
     host_answers = name in _HOST_ANSWERS
     takes_fd = real in os.supports_fd
+    call_name = f"os.{name}"
     names_fd = name in _NAMES_BAD_FD
 
     def route(*args: Any, **kwargs: Any) -> Any:
         process: Process | None = getattr(routing, "process", None)  # current_process(), inlined
         if process is None:
+            if _outside.PREFIXES and args:  # a world runs: a real thread on its export?
+                _outside.check(call_name, args[0])
             return real(*args, **kwargs)
         syscalls = process.syscalls
         if not args:
@@ -254,6 +258,8 @@ def _install_specials() -> None:
     def lstat(path: Any, *, dir_fd: int | None = None) -> os.stat_result:
         process = current_process()
         if process is None:
+            if _outside.PREFIXES:
+                _outside.check("os.lstat", path)
             return real_lstat(path, dir_fd=dir_fd)
         outside = _proc.outside_export(process, path) if dir_fd is None else None
         if outside is not None:

@@ -56,10 +56,13 @@ from typing import Any, NoReturn
 
 from ..._engine._scheduler import Process, current_process
 from .._registry import escape
+from . import _outside
 
 _READS = frozenset({"os.listdir", "os.scandir"})
 _WRITES = frozenset({"os.mkdir", "os.remove", "os.rename", "os.rmdir", "os.link", "os.symlink",
                      "os.chmod", "os.chown", "os.truncate", "os.utime", "os.chdir"})
+# The events whose second argument is a path too (the target).
+_TWO_PATHS = frozenset({"os.rename", "os.link", "os.symlink"})
 _NATIVE = frozenset({"sqlite3.connect", "mmap.__new__", "ctypes.dlopen", "ctypes.dlsym",
                      "ctypes.call_function"})
 # A fork inside the world, however os.fork was reached (a name bound before
@@ -134,9 +137,47 @@ def _native_refusal(event: str, args: tuple[Any, ...]) -> str | None:
         if fileno == -1 or fileno in BRIDGED_FDS:
             return None
         return f"mmap.mmap({fileno}, ...) of a real file descriptor"
+    if event == "ctypes.dlopen" and args and _loads_code(args[0]):
+        return None
+    if event == "ctypes.dlsym" and len(args) > 1 and (_python_api(args[0], args[1])
+                                                      or args[1] in _THREAD_NAMING):
+        return None
     shown = repr(args[0])[:80] if args else ""
+    if event == "ctypes.dlsym" and len(args) > 1:
+        shown = f"{shown}, {args[1]!r}"
     return (f"{event}({shown}): a foreign function call can do any I/O behind the "
             "simulation's back")
+
+
+# pthread_{set,get}name_np name an OS thread (no file of the program's): trio
+# looks them up in libpthread at import (_core/_thread_cache.py; issue 30).
+_THREAD_NAMING = frozenset({"pthread_setname_np", "pthread_getname_np"})
+
+
+def _loads_code(library: object) -> bool:
+    """Whether a ``ctypes.dlopen`` loads code, as an import does, and calls nothing.
+
+    The interpreter itself (None: ``ctypes.pythonapi``, made at ctypes'
+    import), a shared library of the installation (torch loads its
+    ``libtorch_global_deps.so`` at import), or a library the dynamic linker
+    finds by its bare name in the system's directories (trio's
+    ``libpthread.so.0``).  What is called in it is resolved by
+    ``ctypes.dlsym``, which stays judged.
+    """
+    if library is None:
+        return True
+    if isinstance(library, bytes):
+        library = os.fsdecode(library)
+    return isinstance(library, str) and (
+        "/" not in library or (library.startswith("/") and library.startswith(_code_roots())))
+
+
+def _python_api(library: object, name: object) -> bool:
+    """A function of Python's own C API looked up in the interpreter
+    (``ctypes.pythonapi.PyBytes_FromStringAndSize``, which fsspec does at
+    import; issue 30): no file I/O of its own."""
+    return (getattr(library, "_name", 0) is None and isinstance(name, str)
+            and name.startswith(("Py", "_Py")))
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
@@ -144,6 +185,9 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         return
     process = current_process()
     if process is None:
+        if _outside.PREFIXES and (event == "open" or event in _READS or event in _WRITES):
+            for path in args[:2] if event in _TWO_PATHS else args[:1]:
+                _outside.check(event, path)
         return
     if event in _FORKS:
         raise escape(process, f"{event}() is not simulated: simulated processes are "

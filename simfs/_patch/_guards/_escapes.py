@@ -36,7 +36,7 @@ from typing import Any
 from ..._engine._scheduler import Process, current_process
 from ..._errors import simulated_oserror
 from .._imports import when_imported
-from .._registry import escape, in_world, patch
+from .._registry import escape, in_world, patch, real_outside
 
 _PROCESSES = "simulated processes are spawned by World.spawn, not by the program itself"
 
@@ -100,6 +100,16 @@ def install() -> None:
     patch(_posixsubprocess, "fork_exec", _refuse_in_world(
         _posixsubprocess.fork_exec, "_posixsubprocess.fork_exec", why=_PROCESSES))
     _install_process_wide()
+    # ctypes.util.find_library asks the machine's linker cache (ldconfig -p, a
+    # subprocess) for an installed library's file name: a read-only question
+    # about the installation, answered by the real machine.  trio asks it for
+    # libpthread at import (_core/_thread_cache.py), which inside a process
+    # was refused as a subprocess (issue 30: datasets imports trio through
+    # huggingface_hub).  Loading what it names is judged by the audit hook.
+    def find_library(module: ModuleType) -> None:
+        patch(module, "find_library", real_outside(module.find_library))
+
+    when_imported("ctypes.util", find_library)
     _install_dbm()
     _install_multiprocessing()
 
@@ -160,6 +170,28 @@ def _install_dbm() -> None:
         when_imported(name, route(name))
 
 
+def _thread_lock_inside(real: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``multiprocessing.Lock``/``RLock``: inside the world, the process's thread lock.
+
+    A simulated process cannot start another process (``Process.start`` is
+    refused), so a multiprocessing lock made in one is only ever shared by
+    that process's own threads, which is what a thread lock is, and the
+    simulated one waits on the world's clock.  tqdm makes one for its first
+    progress bar (``TqdmDefaultWriteLock.create_mp_lock``), which was refused
+    as a real named semaphore (issue 30).  Semaphores and the rest stay
+    refused.
+    """
+    import threading
+
+    def make(*args: Any, **kwargs: Any) -> Any:
+        if current_process() is None:
+            return real(*args, **kwargs)
+        # A context's method gets the context as self; the package's names none.
+        return threading.Lock() if name == "Lock" else threading.RLock()
+
+    return make
+
+
 def _install_multiprocessing() -> None:
     # Routed when the program imports them (``_imports``), not imported here.
     why = f"{_PROCESSES}; a ThreadPoolExecutor runs as simulated threads"
@@ -186,6 +218,14 @@ def _install_multiprocessing() -> None:
             module.BaseProcess.start, "multiprocessing.Process.start", method=True,
             why=_PROCESSES))
 
+    def locks(module: ModuleType) -> None:
+        # multiprocessing.Lock/RLock are bound methods of the default context,
+        # bound at the package's import: the package's names are routed too.
+        for name in ("Lock", "RLock"):
+            patch(module, name, _thread_lock_inside(getattr(module, name), name))
+
+    when_imported("multiprocessing", locks)
+    when_imported("multiprocessing.context", lambda module: locks(module.BaseContext))
     when_imported("multiprocessing.util", util)
     when_imported("multiprocessing.pool", pools("multiprocessing.pool.{}", "Pool"))
     when_imported("concurrent.futures.process", pools(
