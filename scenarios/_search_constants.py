@@ -1,52 +1,14 @@
-"""Keep a search's generation independent of which modules the process has imported.
+"""A scenario search's local constants are its own module's (``simfs.strategies._constants``).
 
-Hypothesis (6.1xx) draws about one value in twenty from "local constants":
-literals it reads out of every non-stdlib, non-site-packages module in
-``sys.modules`` at the moment a test case starts
-(``hypothesis.internal.conjecture.providers._get_local_constants``).  So the
-same ``explore(..., seed=S)`` searched differently in a fresh process, in a
-pytest-xdist worker, after ``import compose/vm.py`` (its exit code 128 became a
-candidate world seed), and between an editable install and a wheel.  A
-campaign's seed must name one search wherever it runs, so while a scenario
-search runs, the local constants are those of the scenario's own module: the
-literals of the code under test, as Hypothesis intends, but a fixed set.
-
-This reaches into Hypothesis's internals.  Where they are missing (a
-Hypothesis without local constants) there is nothing to pin;
-``tests/scenarios/test_explore_determinism.py`` fails if a newer Hypothesis
-moves them and searches start depending on imports again.
+Found through pytest-xdist: ``explore(handshake, "marker_exists",
+examples=1000)`` found 0 failures in a fresh process and 9 after ``import
+compose/vm.py`` (its exit code 128 became a candidate world seed).  The
+pinning itself lives in simfs, where ``simfs.explore`` pins a test's search
+the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from types import ModuleType
+from simfs.strategies._constants import local_constants_from
 
-
-@contextmanager
-def local_constants_from(modules: tuple[ModuleType, ...]) -> Iterator[None]:
-    """Within the block, Hypothesis's local constants are exactly those of ``modules``."""
-    try:
-        from hypothesis.internal.conjecture import providers
-        from hypothesis.internal.constants_ast import Constants, constants_from_module
-    except ImportError:  # a Hypothesis before local constants: generation ignores imports
-        yield
-        return
-    collect = getattr(providers, "_get_local_constants", None)
-    cache = getattr(providers, "CONSTANTS_CACHE", None)
-    if collect is None or cache is None:
-        yield
-        return
-    pinned = Constants()
-    for module in modules:
-        pinned |= constants_from_module(module)
-    # Values already filtered from another set of constants are cached per
-    # choice type: drop them on the way in and on the way out.
-    cache.cache.clear()
-    providers._get_local_constants = lambda: pinned
-    try:
-        yield
-    finally:
-        providers._get_local_constants = collect
-        cache.cache.clear()
+__all__ = ["local_constants_from"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any, Final
 
 from hypothesis import HealthCheck, given, note, settings
@@ -21,6 +23,7 @@ from .._nfs._faults import FaultPlan
 from .._nfs._mount import MountOptions
 from .._replay import CURRENT_TEST, world_from_token, world_token
 from .._world import World
+from ._constants import local_constants_from
 
 DEFAULT_MAX_DEVIATIONS: Final = 16
 
@@ -193,6 +196,12 @@ def worlds(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] |
 Test = Callable[..., None]
 
 
+def _modules_of(test: Callable[..., Any]) -> tuple[ModuleType, ...]:
+    """The module that holds ``test`` (none for a function made in no module)."""
+    module = sys.modules.get(getattr(test, "__module__", "") or "")
+    return () if module is None else (module,)
+
+
 def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] | None = None,
             seeds: SearchStrategy[int] | None = None, max_deviations: int = DEFAULT_MAX_DEVIATIONS,
             export: str = "/shared", setup: Setup | None = None, max_examples: int = 100,
@@ -290,7 +299,10 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
                 run_on(world_from_token(record.replay, setup=setup, hosts=built_hosts),
                        args, kwargs, searching=False)
                 return
-            searched_with(None if record is None else record.seed)(*args, **kwargs)
+            # The literals Hypothesis draws from are the test module's, not
+            # whatever else this process imported (_constants.py says why).
+            with local_constants_from(_modules_of(test)):
+                searched_with(None if record is None else record.seed)(*args, **kwargs)
 
         # pytest reads the signature: Hypothesis's, without ``world``.
         explored.__signature__ = inspect.signature(searched)  # type: ignore[attr-defined]
