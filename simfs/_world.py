@@ -329,14 +329,17 @@ class World:
             name: the host's name in traces and beliefs.
             mount: nfs(5) options, e.g. ``"vers=3,acdirmin=3"``.
             kernel: the client kernel release whose measured behaviour the
-                host follows where releases differ (``"6.1"``, ``"6.12"``).
+                host follows where releases differ (``"6.1"``, ``"6.12"``);
+                with ``vers=4.1`` or ``vers=4.2`` in ``mount``, that
+                release's NFSv4.x profile (measured for ``"6.1"``).
             local: more local disks, mount point to size in bytes or with a
                 binary unit: ``{"/scratch": "4GiB"}`` (node-local scratch).
 
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
             TypeError: ``mount`` is not a str.
-            UnknownKernel: ``kernel`` is not a release simfs has measured.
+            UnknownKernel: ``kernel`` is not a release simfs has measured
+                (over the NFS version ``mount`` names).
             ValueError: the name is empty or already taken; a local mount
                 point that overlaps the export or another local disk; a size
                 that is no size.
@@ -352,7 +355,10 @@ class World:
         home = merged(default_environment(name, self.tz), self.env, zone=self.tz,
                       where="World(env=)").get("HOME")
         disks = local_mounts(home, local, self.export)
-        host = Host(self, name, MountOptions.parse(mount), mount, profile, disks)
+        options = MountOptions.parse(mount)
+        if options.vers != "3":  # the release's NFSv4.x profile, if it was measured
+            profile = kernel_profile(kernel, options.vers)
+        host = Host(self, name, options, mount, profile, disks)
         self.hosts[name] = host
         return host
 

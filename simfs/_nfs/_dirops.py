@@ -16,6 +16,7 @@ from .._errors import simulated_oserror
 from ._lookup import CREATE, EXCL, OPEN, RENAME_TARGET, LookupOps
 
 if TYPE_CHECKING:
+    from ._kernels import KernelProfile
     from ._server import Attrs
 
 T = TypeVar("T")
@@ -38,6 +39,7 @@ class Pin:
 class DirectoryOps(LookupOps):
     """The namespace-changing half of ``NfsClient``."""
 
+    kernel: KernelProfile
     open_count: dict[int, int]
     writers: dict[int, int]
     pins: dict[int, list[Pin]]
@@ -279,6 +281,8 @@ class DirectoryOps(LookupOps):
             self.open_count[fileid] = count
         else:
             self.open_count.pop(fileid, None)
+        if self.kernel.server_holds_opens and fileid in self.server.open_refs:
+            self.server.closed(fileid)  # NFSv4.x CLOSE: the OPEN state goes
         if pin is None:
             return
         pins = self.pins[fileid]

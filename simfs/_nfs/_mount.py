@@ -41,18 +41,24 @@ _TIMEOUT_OPTIONS: Final = ("acregmin", "acregmax", "acdirmin", "acdirmax", "acti
 _FLAGS: Final = ("noac", "ac", "cto", "nocto", "sharecache", "nosharecache", "hard", "soft",
                  "ro", "rw")
 _VALUED: Final = (*_TIMEOUT_OPTIONS, "vers", "nfsvers", "lookupcache", "timeo", "retrans")
+# NFS versions with a measured profile (simfs/_nfs/_kernels.py): "3.0" is
+# the kernel's other spelling of 3.  4.0 and a bare 4 are refused: 4.0 was
+# not measured, and 4 lets the client and server settle the minor version.
+VERSIONS: Final = {"3": "3", "3.0": "3", "4.1": "4.1", "4.2": "4.2"}
 ALLOWED: Final = ", ".join(
-    [*_FLAGS, *(f"{name}=N" for name in _TIMEOUT_OPTIONS), "vers=3", "nfsvers=3",
+    [*_FLAGS, *(f"{name}=N" for name in _TIMEOUT_OPTIONS), "vers=3|4.1|4.2", "nfsvers=3|4.1|4.2",
      "lookupcache=all|positive|pos|none", "timeo=N", "retrans=N"]
 )
 
 
 @dataclass(frozen=True, slots=True)
 class MountOptions:
-    """What one host's NFSv3 client was mounted with.
+    """What one host's NFS client was mounted with.
 
     Timeouts are whole seconds, as nfs(5) takes them.  ``noac`` is kept as
-    its own flag because it also makes writes synchronous.
+    its own flag because it also makes writes synchronous.  ``vers`` is
+    ``"3"``, ``"4.1"`` or ``"4.2"``; the host's profile follows from it
+    (``simfs/_nfs/_kernels.py``).
     """
 
     acregmin: int = DEFAULT_ACREGMIN
@@ -67,6 +73,7 @@ class MountOptions:
     readonly: bool = False
     timeo: int = 600  # tenths of a second, nfs(5) default for TCP
     retrans: int = 2
+    vers: str = "3"
 
     @classmethod
     def parse(cls, text: str) -> MountOptions:
@@ -83,8 +90,8 @@ class MountOptions:
 
         Raises:
             MountOptionError: an unknown option, a flag given a value, a value
-                that is not a non-negative integer, an NFS version other than 3,
-                or an unknown ``lookupcache`` mode.
+                that is not a non-negative integer, an NFS version other than
+                3, 4.1 and 4.2, or an unknown ``lookupcache`` mode.
         """
         options = cls()
         seen: dict[str, str] = {}
@@ -130,7 +137,7 @@ class MountOptions:
 
     def format(self) -> str:
         """The options as an nfs(5) string that parses back to an equal value."""
-        parts = ["vers=3", f"acregmin={self.acregmin}", f"acregmax={self.acregmax}",
+        parts = [f"vers={self.vers}", f"acregmin={self.acregmin}", f"acregmax={self.acregmax}",
                  f"acdirmin={self.acdirmin}", f"acdirmax={self.acdirmax}",
                  f"lookupcache={self.lookupcache}", "cto" if self.cto else "nocto",
                  "hard" if self.hard else "soft", "ro" if self.readonly else "rw",
@@ -165,9 +172,14 @@ def _apply_flag(options: MountOptions, name: str) -> MountOptions:
 
 def _apply_valued(options: MountOptions, item: str, name: str, value: str) -> MountOptions:
     if name in ("vers", "nfsvers"):
-        if value not in ("3", "3.0"):
-            raise MountOptionError(item, "simfs models the NFSv3 client only", ALLOWED)
-        return options
+        vers = VERSIONS.get(value)
+        if vers is None:
+            hint = (" (vers=4 lets client and server settle the minor version: name it)"
+                    if value == "4" else "")
+            raise MountOptionError(item, f"NFS version {value!r} has no measured profile; "
+                                   f"simfs models vers=3, vers=4.1 and vers=4.2{hint}",
+                                   ALLOWED)
+        return replace(options, vers=vers)
     if name == "lookupcache":
         mode = _LOOKUPCACHE_ALIASES.get(value)
         if mode is None:
