@@ -16,7 +16,6 @@ from .._errors import simulated_oserror
 from ._lookup import CREATE, EXCL, OPEN, RENAME_TARGET, LookupOps
 
 if TYPE_CHECKING:
-    from ._kernels import KernelProfile
     from ._server import Attrs
 
 T = TypeVar("T")
@@ -39,7 +38,6 @@ class Pin:
 class DirectoryOps(LookupOps):
     """The namespace-changing half of ``NfsClient``."""
 
-    kernel: KernelProfile
     open_count: dict[int, int]
     writers: dict[int, int]
     pins: dict[int, list[Pin]]

@@ -158,7 +158,17 @@ def test_a_negative_entry_made_in_a_directory_just_made_elsewhere_is_not_trusted
                                     (1.0, f"{base}/d/x"), (2.0, f"{base}/d/x"),
                                     (2.2, f"{base}/d/y"), (2.3, f"{base}/d/y"),
                                     (3.2, f"{base}/d/y"), (5.8, f"{base}/d/y")),)))
-    assert seen == [False, False, False, True, False, False, False, True]
+    if cluster.kernel.lookup_dir_attrs:
+        assert seen == [False, False, False, True, False, False, False, True]
+    else:
+        # NFSv4.1: the LOOKUP compound returns no attributes of the directory
+        # (nfs4_xdr_enc_lookup, fs/nfs/nfs4xdr.c), so b's LOOKUP of d at 1.0
+        # does not show base changed: d's dentry verifies and the negative
+        # entry for d/x is trusted until d's attributes expire (the real tier
+        # over v4.1 saw x missed at 2.0).  At 3.2 base's attributes (read at
+        # 0.1) have expired: base changed, d is LOOKUPed again, its fresh
+        # attributes show y, and y is seen.
+        assert seen == [False, False, False, False, False, False, True, True]
 
 
 def test_unlinking_a_second_hard_link_shows_one_link_at_once_on_that_host(cluster):
