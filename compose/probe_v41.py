@@ -15,7 +15,8 @@ A writes, B looks; both mounts live in one kernel, so the probe drives both
 from one process except for locks, which take one process per lock owner
 (compose/probe_lock_grant.py's roles).  The server's own view is the ext4
 export itself, /srv/nfs in the guest.  Each measurement is recorded even
-when it fails (its exception is the result); everything goes to v41.json.
+when it fails (its exception is the result); everything goes to LABEL.json
+(v41.json by default) in $NFS_OUT.
 Stdlib only.
 """
 
