@@ -17,6 +17,9 @@
 #   VM_KERNEL   kernel release to boot, e.g. 6.12 (default: the newest in
 #               /boot); `vm.py setup` unpacks Debian's image of it if needed.
 #               The parity tests check the profile of the kernel they run on.
+#   VM_NFS_VERS 4.1 or 4.2: every host of VM_HOSTS mounts that version
+#               instead of vers=3, and the command sees PARITY_NFS_VERS set
+#               to it (tests/parity/conftest.py checks that version's facts)
 set -u
 
 EXIT_CANNOT_START=3
@@ -43,8 +46,15 @@ fi
 
 hosts=""
 for spec in ${VM_HOSTS:-a=vers=3 b=vers=3}; do
+    if [ -n "${VM_NFS_VERS:-}" ]; then
+        spec=$(echo "$spec" | sed "s/vers=3/vers=$VM_NFS_VERS/")
+    fi
     hosts="$hosts --host $spec"
 done
+if [ -n "${VM_NFS_VERS:-}" ]; then
+    hosts="$hosts --env PARITY_NFS_VERS=$VM_NFS_VERS"
+    tier="$tier (NFSv$VM_NFS_VERS)"
+fi
 
 started=$(date +%s)
 # shellcheck disable=SC2086  # $hosts is a list of --host words

@@ -2,9 +2,10 @@
 # Guest half of compose/vm.py: runs as root inside the virtme-ng VM (vng --exec).
 #
 # It turns the throw-away guest into one machine that is both a knfsd server
-# and N independent NFSv3 clients (one mount per simulated host, each with
+# and N independent NFS clients (one mount per simulated host, each with
 # `nosharecache`, so each keeps its own attribute and dentry caches), then runs
-# the caller's command against those mounts.  Recipe and measurements:
+# the caller's command against those mounts.  A host mounted with vers=4.x is
+# its own NFSv4 client (v4_hosts, below).  Recipe and measurements:
 # docs/design.md, "Real NFS".
 #
 # Usage: guest_nfs.sh CTL_DIR
@@ -79,7 +80,7 @@ link_modules() {
 
 load_modules() {
     step modules
-    for m in sunrpc lockd nfs_acl grace nfsd nfs nfsv3 loop ext4; do
+    for m in sunrpc lockd nfs_acl grace nfsd nfs nfsv3 nfsv4 loop ext4; do
         run modprobe "$m"
     done
 }
@@ -124,8 +125,29 @@ start_server() {
         "127.0.0.1:$EXPORT"
     step rpc.mountd
     run rpc.mountd
+    if [ -n "$V4_HOSTS" ]; then
+        # NFSv4 needs a real local filesystem as its pseudo-root: knfsd
+        # cannot export the 9p guest root above $EXPORT, so every v4 mount
+        # of 127.0.0.1:$EXPORT fails ("No such file or directory").  The
+        # same ext4, bind-mounted on its own path and exported with fsid=0,
+        # is the v4 root; v4 hosts mount ADDRESS:/ and see the v3 export's
+        # files.
+        step v4-root
+        run mkdir -p "$V4ROOT"
+        run mount --bind "$EXPORT" "$V4ROOT"
+        run exportfs -o rw,sync,no_subtree_check,no_root_squash,insecure,fsid=0 \
+            "127.0.0.0/8:$V4ROOT"
+    fi
     step rpc.nfsd
-    run rpc.nfsd -H 127.0.0.1 8
+    # One server address per v4 host (v4_hosts); v3 runs keep 127.0.0.1 only.
+    listen="-H 127.0.0.1"
+    k=1
+    for _ in $V4_HOSTS; do
+        [ "$k" -gt 1 ] && listen="$listen -H 127.0.0.$k"
+        k=$((k + 1))
+    done
+    # shellcheck disable=SC2086  # $listen is a list of -H words
+    run rpc.nfsd $listen 8
     run cat /proc/fs/nfsd/versions
 }
 
@@ -140,6 +162,24 @@ end_grace() {
     run grep -q Y /proc/fs/nfsd/v4_end_grace
 }
 
+# The hosts whose options ask for NFSv4 (vers=4.x or nfsvers=4.x), in order.
+# Two v4 mounts of one server address share one nfs_client, that is one v4
+# clientid, and knfsd neither recalls a delegation nor refuses a share when
+# the conflicting opener is that same client: they would not be two hosts.
+# So the k-th v4 host (k = 1, 2, ...) mounts the server at its own address,
+# 127.0.0.k, and does so in a UTS namespace of its own with hostname
+# vm-NAME: the client's EXCHANGE_ID owner string carries the nodename, so
+# each host is a client of its own in /proc/fs/nfsd/clients.
+v4_hosts() {
+    echo "$VM_HOSTS" | while read -r name opts; do
+        case ",$opts," in
+            *,vers=4*|*,nfsvers=4*) echo "$name" ;;
+        esac
+    done
+}
+V4_HOSTS=$(v4_hosts)
+V4ROOT=/srv/v4root
+
 # One mount per simulated host.  `nosharecache` gives each its own superblock,
 # hence its own caches, although all share one kernel (docs/design.md, "Real
 # NFS": locks only conflict between different OS processes).
@@ -151,10 +191,21 @@ mount_hosts() {
         [ -n "$name" ] || continue
         step "mount-host-$name"
         run mkdir -p "/mnt/nfs/$name"
-        run mount -t nfs -o "$opts,nosharecache" "127.0.0.1:$EXPORT" "/mnt/nfs/$name"
+        case ",$opts," in
+            *,vers=4*|*,nfsvers=4*)
+                k=$(echo "$V4_HOSTS" | grep -n -x "$name" | cut -d: -f1)
+                run unshare --uts sh -c "hostname vm-$name && exec mount -t nfs \
+                    -o '$opts,nosharecache' 127.0.0.$k:/ /mnt/nfs/$name" ;;
+            *)
+                run mount -t nfs -o "$opts,nosharecache" "127.0.0.1:$EXPORT" "/mnt/nfs/$name" ;;
+        esac
     done || exit 1
     step mount-table
-    grep " nfs " /proc/mounts >>"$SETUP_LOG"
+    grep " nfs4* " /proc/mounts >>"$SETUP_LOG"
+    if [ -n "$V4_HOSTS" ]; then
+        # Each v4 host a client of its own (v4_hosts): one entry per host.
+        cat /proc/fs/nfsd/clients/*/info >>"$SETUP_LOG" 2>&1
+    fi
 }
 
 log_ready() {

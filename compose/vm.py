@@ -1,4 +1,4 @@
-"""Run a command against a real Linux NFSv3 client and knfsd server in a VM.
+"""Run a command against a real Linux NFS client and knfsd server in a VM.
 
 CI machines of this project have no NFS in the host kernel, no Docker engine,
 and a /dev/kvm that only runs PVM guests; what works is a stock Debian 6.1
@@ -6,11 +6,15 @@ kernel under qemu's TCG emulator, booted by virtme-ng with the host's root
 filesystem shared read-only (docs/design.md, "Real NFS").  Inside the guest,
 compose/guest_nfs.sh starts knfsd on loopback and mounts its export once per
 simulated host with `nosharecache`, so each host has its own client caches.
+A host whose options say vers=4.1 or vers=4.2 mounts over NFSv4 as a client
+of its own (its own server address and hostname: guest_nfs.sh, v4_hosts).
 
     python compose/vm.py setup
     python compose/vm.py check
     python compose/vm.py run --host a=vers=3 --host b=vers=3,acdirmin=3 \\
         --out /tmp/vmout -- python3 compose/probe_negative_lookup.py
+    python compose/vm.py run --host a=vers=4.1 --host b=vers=4.1 \\
+        --out /tmp/v41 -- python3 compose/probe_v41.py
 
 A second kernel release: `setup --kernel 6.12` unpacks Debian's newest 6.12
 image (vm_prereqs.py says where and why not into /boot), and `run --kernel
@@ -396,7 +400,7 @@ def record_run(
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
-        prog="vm.py", description="A real NFSv3 client and knfsd server in a qemu VM."
+        prog="vm.py", description="A real NFS client and knfsd server in a qemu VM."
     )
     sub = top.add_subparsers(dest="action", required=True)
     setup = sub.add_parser("setup", help="install what the VM needs (apt-get, pip)")
@@ -420,7 +424,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         required=True,
         metavar="NAME=OPTS",
-        help="a client mount, e.g. b=vers=3,acdirmin=3",
+        help="a client mount, e.g. b=vers=3,acdirmin=3 or b=vers=4.1",
     )
     run.add_argument("--out", required=True, help="directory for results and logs")
     run.add_argument("--timeout", type=float, default=900.0, help="seconds (default 900)")

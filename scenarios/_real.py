@@ -27,7 +27,9 @@ from simfs import MountOptions
 
 from ._base import BackendFailed, ProcessSpec, ScenarioError
 
-_CHECKED_OPTIONS = ("acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache")
+# vers too: a v3 mount passed off as a v4.1 host (or back) would check one
+# version's facts against the other's client.
+_CHECKED_OPTIONS = ("acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "vers")
 
 
 def _mount_options(mount_point: str) -> dict[str, str]:

@@ -346,7 +346,9 @@ class World:
                 ``MountOptions`` (``MountOptions.from_proc_mounts(line)`` takes
                 a whole /proc/mounts line).
             kernel: the client kernel release whose measured behaviour the
-                host follows where releases differ (``"6.1"``, ``"6.12"``).
+                host follows where releases differ (``"6.1"``, ``"6.12"``);
+                with ``vers=4.1`` or ``vers=4.2`` in ``mount``, that
+                release's NFSv4.x profile (measured for ``"6.1"``).
             local: more local disks, mount point to size in bytes or with a
                 binary unit: ``{"/scratch": "4GiB"}`` (node-local scratch).
             link: this host's link to the server, e.g. ``"25Gbit/s"``, as
@@ -355,7 +357,8 @@ class World:
         Raises:
             MountOptionError: an option simfs does not know or cannot honour.
             TypeError: ``mount`` is neither a str nor a ``MountOptions``.
-            UnknownKernel: ``kernel`` is not a release simfs has measured.
+            UnknownKernel: ``kernel`` is not a release simfs has measured
+                (over the NFS version ``mount`` names).
             ValueError: the name is empty or already taken; a local mount
                 point that overlaps the export or another local disk; a size
                 that is no size; a link rate outside 1 Mbit/s to 10 Tbit/s
@@ -376,6 +379,8 @@ class World:
             options, text = mount, mount.format()
         else:
             options, text = MountOptions.parse(mount), mount
+        if options.vers != "3":  # the release's NFSv4.x profile, if it was measured
+            profile = kernel_profile(kernel, options.vers)
         if link is not None:
             parse_link(link, f"host {name!r}: link=")  # refused before the host exists
         host = Host(self, name, options, text, profile, disks, link)

@@ -337,6 +337,10 @@ class NfsClient(DirectoryOps, PageCacheOps):
             self.writers[fileid] = self.writers.get(fileid, 0) + 1
         if attrs.is_dir:
             return None
+        if self.kernel.server_holds_opens:
+            # NFSv4.x: the OPEN is state on the server, which keeps the file
+            # while it is held, another host's unlink notwithstanding.
+            self.server.opened(fileid)
         self.file_cache(fileid, label)
         if dentry is None:
             return None

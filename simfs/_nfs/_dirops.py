@@ -279,6 +279,8 @@ class DirectoryOps(LookupOps):
             self.open_count[fileid] = count
         else:
             self.open_count.pop(fileid, None)
+        if self.kernel.server_holds_opens and fileid in self.server.open_refs:
+            self.server.closed(fileid)  # NFSv4.x CLOSE: the OPEN state goes
         if pin is None:
             return
         pins = self.pins[fileid]

@@ -3,6 +3,12 @@
 A profile is data, one row per measured difference, so a trace or an
 ``explain`` can say which kernel a host runs and what that changes.  Every
 value cites the run that measured it (docs/nfs-facts.md, "Kernel 6.12").
+
+A profile is also per NFS version: ``vers=4.1`` and ``vers=4.2`` mounts
+follow the release's v4 profile (``V4_KERNELS``), measured with
+compose/probe_v41.py on two hosts that are each their own NFSv4.x client of
+one knfsd (docs/nfs-facts.md, "NFSv4.1 and 4.2").  Everything the v3 model
+has was re-measured there; the rows below are what came out different.
 """
 
 from __future__ import annotations
@@ -43,11 +49,31 @@ class KernelProfile:
             any close or fsync (measured on 6.1 and 6.12: 0.6 s to 31 s,
             nondeterministically; the flusher threads' dirty_expire of 30 s
             plus the 5 s wakeup interval bound the late end).
+        vers: the NFS version the profile is of: ``"3"``, ``"4.1"``, ``"4.2"``.
+        server_holds_opens: whether the server keeps a file another host
+            removed while this host has it open.  NFSv3: no, the server
+            knows no opens, and the holder's next call that asks it is
+            ESTALE.  NFSv4.1 and 4.2: yes, the host's OPEN state is an open
+            file on the server, so the holder's ``fstat`` shows ``st_nlink``
+            0 and its reads get the data until it closes (measured on Linux
+            6.1, compose/probe_v41.py ``stale_open_file_removed_by_other_host``).
+        lookup_dir_attrs: whether a LOOKUP's reply refreshes the directory's
+            attributes.  NFSv3: yes (LOOKUP3resok carries the directory's
+            post-op attributes).  NFSv4.x: no, the client's LOOKUP compound
+            is PUTFH, LOOKUP, GETFH, GETATTR of the object only
+            (``nfs4_xdr_enc_lookup``, fs/nfs/nfs4xdr.c), so a directory
+            another host changed does not show it at a LOOKUP in it: the new
+            dentry verifies, and a negative entry made after it is trusted
+            for acdirmin (the real tier over v4.1 found it:
+            ``test_a_negative_entry_made_in_a_directory_just_made_elsewhere``).
     """
 
     release: str
     lock_retry_s: tuple[float, float] | None
     writeback_range_s: tuple[float, float]
+    vers: str = "3"
+    server_holds_opens: bool = False
+    lookup_dir_attrs: bool = True
 
     def lock_granted_at(self, blocked_s: float, released_s: float) -> float:
         """When a waiter that blocked at ``blocked_s`` gets a lock another
@@ -70,13 +96,19 @@ class KernelProfile:
     def differences(self) -> str:
         """The profile as one line for traces and ``World.explain``."""
         if self.lock_retry_s is None:
-            locks = "blocked lock granted at another host's release (NLM GRANTED callback)"
+            callback = "NLM GRANTED" if self.vers == "3" else "CB_NOTIFY_LOCK"
+            locks = f"blocked lock granted at another host's release ({callback} callback)"
         else:
             first, every = self.lock_retry_s
             locks = (f"blocked lock granted at the client's next retry, {first:g} s after "
                      f"the block then every {every:g} s (the server drops the queued request)")
-        return (f"kernel {self.release}: {locks}; writeback {self.writeback_range_s[0]:g}-"
+        text = (f"kernel {self.release}: {locks}; writeback {self.writeback_range_s[0]:g}-"
                 f"{self.writeback_range_s[1]:g} s after the first dirty write")
+        if self.vers != "3":
+            text += (f"; NFSv{self.vers}: a file open here stays on the server after "
+                     "another host removes it, until the last close (OPEN state); a LOOKUP "
+                     "does not refresh its directory's attributes")
+        return text
 
 
 # One table of differences.  6.1's measured 6-40 ms grant (the GRANTED
@@ -88,14 +120,25 @@ KERNELS: Final[dict[str, KernelProfile]] = {
     "6.12": KernelProfile("6.12", lock_retry_s=(31.45, 30.75), writeback_range_s=(0.6, 31.0)),
 }
 
+# (release, version) -> the release's profile over NFSv4.x.  Measured on
+# 6.1 over v4.1 (compose/probe_v41.py); 4.2 adds operations (COPY, SEEK,
+# ALLOCATE) but none of the caching, state or lock rules these rows are
+# about, and the probe's 4.2 run agreed with 4.1 on each (docs/nfs-facts.md).
+V4_KERNELS: Final[dict[tuple[str, str], KernelProfile]] = {
+    ("6.1", vers): KernelProfile("6.1", lock_retry_s=None, writeback_range_s=(0.6, 31.0),
+                                 vers=vers, server_holds_opens=True, lookup_dir_attrs=False)
+    for vers in ("4.1", "4.2")
+}
+
 DEFAULT_KERNEL: Final = "6.1"
 
 
-def kernel_profile(release: str) -> KernelProfile:
-    """The profile of a kernel release.
+def kernel_profile(release: str, vers: str = "3") -> KernelProfile:
+    """The profile of a kernel release over NFS version ``vers``.
 
     Raises:
-        UnknownKernel: ``release`` is not one simfs has measurements of.
+        UnknownKernel: ``release`` is not one simfs has measurements of, or
+            not over that NFS version.
     """
     if not isinstance(release, str):
         raise UnknownKernel(
@@ -107,10 +150,21 @@ def kernel_profile(release: str) -> KernelProfile:
         raise UnknownKernel(
             f"unknown kernel {release!r}; simfs has measured profiles for "
             f"{', '.join(repr(name) for name in KERNELS)}")
-    return profile
+    if vers == "3":
+        return profile
+    v4 = V4_KERNELS.get((release, vers))
+    if v4 is None:
+        raise UnknownKernel(_v4_refusal(release, vers))
+    return v4
 
 
-def running_kernel_profile(version: str) -> KernelProfile:
+def _v4_refusal(release: str, vers: str) -> str:
+    measured = ", ".join(f"kernel={r!r} with vers={v}" for r, v in V4_KERNELS)
+    return (f"kernel {release!r} has no measured NFSv{vers} profile (simfs has {measured}, "
+            f"and vers=3 on {', '.join(repr(name) for name in KERNELS)})")
+
+
+def running_kernel_profile(version: str, vers: str = "3") -> KernelProfile:
     """The profile of a running kernel, from its full version (``uname -r``).
 
     ``"6.12.117+deb12-amd64"`` is release 6.12; the real tier asks this so
@@ -123,7 +177,7 @@ def running_kernel_profile(version: str) -> KernelProfile:
     for release, profile in KERNELS.items():
         # "6.1" + "." keeps 6.12.117 from matching 6.1.
         if version == release or version.startswith((release + ".", release + "-")):
-            return profile
+            return profile if vers == "3" else kernel_profile(release, vers)
     raise UnknownKernel(
         f"the running kernel {version!r} is of no release simfs has measured; "
         f"known: {', '.join(repr(name) for name in KERNELS)}")

@@ -31,7 +31,7 @@ from ._client import NfsClient
 from ._dirops import Pin
 from ._fsstat import BLOCK, FsStat, fsstat
 from ._mount import MountOptions
-from ._server import DIR, Attrs, Inode, Server
+from ._server import Attrs, Server
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
@@ -43,35 +43,12 @@ _OPTIONS = MountOptions.parse("vers=3,noac,lookupcache=none")  # frozen: one for
 
 
 class LocalDisk(Server):
-    """One local filesystem's tree: a ``Server`` that keeps unlinked open files."""
+    """One local filesystem's tree: a ``Server`` whose every open is held on it."""
 
     def __init__(self, clock: VirtualClock, epoch_ns: int, number: int,
                  total_bytes: int) -> None:
         super().__init__(clock, epoch_ns, first_fileid=number * FILEID_SPAN)
         self.total_bytes = total_bytes
-        self.open_refs: dict[int, int] = {}
-        self._orphans: dict[int, Inode] = {}
-
-    def _unlink_inode(self, inode: Inode) -> None:
-        inode.nlink -= 2 if inode.kind == DIR else 1
-        self._touch(inode, data=False)
-        if inode.nlink <= 0:
-            if self.open_refs.get(inode.fileid):
-                self._orphans[inode.fileid] = inode  # unlink(2): freed at the last close
-            else:
-                del self.inodes[inode.fileid]
-
-    def opened(self, fileid: int) -> None:
-        self.open_refs[fileid] = self.open_refs.get(fileid, 0) + 1
-
-    def closed(self, fileid: int) -> None:
-        count = self.open_refs.get(fileid, 0) - 1
-        if count > 0:
-            self.open_refs[fileid] = count
-            return
-        self.open_refs.pop(fileid, None)
-        if self._orphans.pop(fileid, None) is not None:
-            self.inodes.pop(fileid, None)
 
     def fsstat(self) -> FsStat:
         used = sum(inode.used() for inode in self.inodes.values()) // BLOCK

@@ -19,6 +19,7 @@ from ._server import DIR, LINK, NAME_MAX, check_name_length
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from ._client import CachedAttrs
+    from ._kernels import KernelProfile
     from ._mount import MountOptions
     from ._server import Attrs, Server
 
@@ -80,6 +81,7 @@ class LookupOps:
     server: Server
     clock: VirtualClock
     options: MountOptions
+    kernel: KernelProfile
     root: int
     attrs: dict[int, CachedAttrs]
     dentries: dict[int, dict[str, tuple[int | None, int]]]
@@ -235,8 +237,10 @@ class LookupOps:
         except OSError as error:
             self._server_error(dir_id, error)
             raise
-        # The reply carries the directory's post-op attributes.
-        self._update(dir_id, self.server.getattr(dir_id))
+        if self.kernel.lookup_dir_attrs:
+            # The reply carries the directory's post-op attributes (NFSv3;
+            # NFSv4's LOOKUP compound does not: KernelProfile.lookup_dir_attrs).
+            self._update(dir_id, self.server.getattr(dir_id))
         if cached is None:
             cached = self.attrs.get(dir_id)
             verifier = cached.verifier if cached is not None else -1

@@ -136,9 +136,13 @@ _REFUSED: Final = {
 _SEC_FLAVOURS: Final = ("sys", "none", "null", "krb5", "krb5i", "krb5p", "lkey", "lkeyi",
                         "lkeyp", "spkm3", "spkm3i", "spkm3p")
 _TRANSPORTS: Final = ("tcp", "tcp6", "udp", "udp6", "rdma", "rdma6")
+# NFS versions with a measured profile (simfs/_nfs/_kernels.py): "3.0" is
+# the kernel's other spelling of 3.  4.0 and a bare 4 are refused: 4.0 was
+# not measured, and 4 lets the client and server settle the minor version.
+VERSIONS: Final = {"3": "3", "3.0": "3", "4.1": "4.1", "4.2": "4.2"}
 ALLOWED: Final = ", ".join(
-    [*(flag for flag in _FLAGS if not flag.startswith("v4")),
-     *(f"{name}=N" for name in _TIMEOUT_OPTIONS), "vers=3", "nfsvers=3",
+    [*(flag for flag in _FLAGS if flag not in ("v4", "v4.0")),
+     *(f"{name}=N" for name in _TIMEOUT_OPTIONS), "vers=3|4.1|4.2", "nfsvers=3|4.1|4.2",
      "lookupcache=all|positive|pos|none", "local_lock=none|flock|posix|all", "timeo=N",
      "retrans=N", "rsize=N", "wsize=N", "nconnect=1..16", "what /proc/mounts shows "
      "(relatime, proto=, sec=, namlen=, addr=, mountaddr=, ...; see MountOptions)"]
@@ -147,7 +151,7 @@ ALLOWED: Final = ", ".join(
 
 @dataclass(frozen=True, slots=True)
 class MountOptions:
-    """What one host's NFSv3 client was mounted with.
+    """What one host's NFS client was mounted with.
 
     Timeouts are whole seconds, as nfs(5) takes them.  ``noac`` is kept as
     its own flag because it also makes writes synchronous.  ``lock`` is
@@ -155,7 +159,9 @@ class MountOptions:
     ``local_lock`` says which locks stay on the host ("none", "flock",
     "posix" or "all").  ``rsize``/``wsize`` are the negotiated sizes, as
     /proc/mounts shows them.  ``kept`` holds the options that change nothing
-    simfs models, as given; ``describe()`` says why.
+    simfs models, as given; ``describe()`` says why.  ``vers`` is
+    ``"3"``, ``"4.1"`` or ``"4.2"``; the host's profile follows from it
+    (``simfs/_nfs/_kernels.py``).
     """
 
     acregmin: int = DEFAULT_ACREGMIN
@@ -177,6 +183,7 @@ class MountOptions:
     sync: bool = False
     nconnect: int = 1
     kept: tuple[str, ...] = ()
+    vers: str = "3"
 
     @classmethod
     def parse(cls, text: str) -> MountOptions:
@@ -195,7 +202,7 @@ class MountOptions:
         Raises:
             MountOptionError: an unknown option, a flag given a value, a
                 number the kernel would not take or that is out of its range,
-                an NFS version other than 3, an unknown ``lookupcache`` or
+                an NFS version other than 3, 4.1 and 4.2, an unknown ``lookupcache`` or
                 ``local_lock`` mode, a lock mode NFSv4 ignores, or an option
                 simfs does not model (named, with why).
         """
@@ -272,7 +279,7 @@ class MountOptions:
 
     def format(self) -> str:
         """The options as an nfs(5) string that parses back to an equal value."""
-        parts = ["vers=3", f"acregmin={self.acregmin}", f"acregmax={self.acregmax}",
+        parts = [f"vers={self.vers}", f"acregmin={self.acregmin}", f"acregmax={self.acregmax}",
                  f"acdirmin={self.acdirmin}", f"acdirmax={self.acdirmax}",
                  f"lookupcache={self.lookupcache}", "cto" if self.cto else "nocto",
                  "hard" if self.hard else "soft", "ro" if self.readonly else "rw",
@@ -474,13 +481,22 @@ class _Parse:
                                        "mount (nfs_fs_context_validate), so its locks go "
                                        "to the server and exclude other hosts; measured: "
                                        "/proc/mounts shows local_lock=none", ALLOWED)
-        if self.version not in ("3", "3.0"):
-            raise MountOptionError(self.version_item, "simfs models the NFSv3 client only",
-                                   ALLOWED)
+        version = self.version
         if self.minorversion_item:
-            raise MountOptionError(self.minorversion_item, "a minor version needs vers=4 "
-                                   "(nfs_fs_context_validate: 'Mount option vers=3 does not "
-                                   "support minorversion')", ALLOWED)
+            if not version.startswith("4"):
+                raise MountOptionError(self.minorversion_item, "a minor version needs vers=4 "
+                                       "(nfs_fs_context_validate: 'Mount option vers=3 does "
+                                       "not support minorversion')", ALLOWED)
+            if version == "4":  # vers=4,minorversion=1 is vers=4.1
+                version = "4." + self.minorversion_item.partition("=")[2].lstrip("+0") or "0"
+        vers = VERSIONS.get(version)
+        if vers is None:
+            hint = (" (vers=4 lets client and server settle the minor version: name it)"
+                    if version == "4" else "")
+            raise MountOptionError(self.version_item or self.minorversion_item,
+                                   f"NFS version {version!r} has no measured profile; simfs "
+                                   f"models vers=3, vers=4.1 and vers=4.2{hint}", ALLOWED)
+        options = replace(options, vers=vers)
         if not options.lock and options.local_lock != "all":
             raise MountOptionError(self.lock_items[-1], "nolock followed by "
                                    f"local_lock={options.local_lock}: NONLM stays set while "

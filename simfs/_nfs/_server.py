@@ -7,7 +7,11 @@ they cached, the way the Linux client compares mtime/ctime/size for NFSv3.
 
 File ids are allocated in order, so the same run gives the same ids and the
 same ``.nfs`` names.  A removed inode (last link gone) is forgotten: any
-later use of its file id is ``ESTALE``.
+later use of its file id is ``ESTALE``, unless something still holds it
+open on the server (``opened``): an NFSv4.1 client's OPEN state, which knfsd
+keeps as an open file of the exported filesystem, so the inode lives on with
+no name until the last CLOSE (measured, docs/nfs-facts.md, "NFSv4.1 and
+4.2"), as a local disk's does until the last close.
 """
 
 from __future__ import annotations
@@ -184,6 +188,10 @@ class Server:
         self._change = 0
         self.inodes: dict[int, Inode] = {}
         self.root = self._new_inode(DIR, 0o755)
+        # fileid -> opens held on the server (NFSv4 OPEN state, a local
+        # disk's descriptors); an unlinked inode with some stays, nameless.
+        self.open_refs: dict[int, int] = {}
+        self._orphans: dict[int, Inode] = {}
 
     # -- bookkeeping -------------------------------------------------------
 
@@ -233,7 +241,28 @@ class Server:
         inode.nlink -= 2 if inode.kind == DIR else 1
         self._touch(inode, data=False)
         if inode.nlink <= 0:
-            del self.inodes[inode.fileid]
+            if self.open_refs.get(inode.fileid):
+                self._orphans[inode.fileid] = inode  # freed at the last close
+            else:
+                del self.inodes[inode.fileid]
+
+    def opened(self, fileid: int) -> None:
+        """One more open held on the server (an NFSv4 OPEN, a local descriptor)."""
+        self.open_refs[fileid] = self.open_refs.get(fileid, 0) + 1
+
+    def orphan_ids(self) -> list[int]:
+        """File ids with no name left, kept for the opens that still hold them."""
+        return sorted(self._orphans)
+
+    def closed(self, fileid: int) -> None:
+        """One open fewer; the last one frees an inode that lost its last name."""
+        count = self.open_refs.get(fileid, 0) - 1
+        if count > 0:
+            self.open_refs[fileid] = count
+            return
+        self.open_refs.pop(fileid, None)
+        if self._orphans.pop(fileid, None) is not None:
+            self.inodes.pop(fileid, None)
 
     # -- procedures --------------------------------------------------------
 

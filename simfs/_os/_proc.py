@@ -132,7 +132,8 @@ def _nfs_options(options: MountOptions) -> str:
     them: defaults left out, the options a mount line gave kept as given
     (addresses, ports, ``sec``), else a plausible server's."""
     kept = {item.partition("=")[0]: item for item in options.kept}
-    parts = ["vers=3", f"rsize={options.rsize}", f"wsize={options.wsize}", "namlen=255"]
+    parts = [f"vers={options.vers}", f"rsize={options.rsize}", f"wsize={options.wsize}",
+             "namlen=255"]
     for name, value, default in (("acregmin", options.acregmin, DEFAULT_ACREGMIN),
                                  ("acregmax", options.acregmax, DEFAULT_ACREGMAX),
                                  ("acdirmin", options.acdirmin, DEFAULT_ACDIRMIN),
@@ -152,9 +153,13 @@ def _nfs_options(options: MountOptions) -> str:
     if "port" in kept:
         parts.append(kept["port"])
     parts += [f"timeo={options.timeo}", f"retrans={options.retrans}",
-              kept.get("sec", "sec=sys"), kept.get("mountaddr", "mountaddr=10.0.0.1"),
-              kept.get("mountvers", "mountvers=3"), kept.get("mountport", "mountport=20048"),
-              kept.get("mountproto", "mountproto=udp")]
+              kept.get("sec", "sec=sys")]
+    if options.vers == "3":  # NFSv3 mounts through the MOUNT protocol; v4 has a callback
+        parts += [kept.get("mountaddr", "mountaddr=10.0.0.1"),
+                  kept.get("mountvers", "mountvers=3"), kept.get("mountport", "mountport=20048"),
+                  kept.get("mountproto", "mountproto=udp")]
+    else:  # measured over v4.1: ...,sec=sys,clientaddr=...,local_lock=none,addr=...
+        parts.append(kept.get("clientaddr", "clientaddr=10.0.0.2"))
     if "fsc" in kept:
         parts.append("fsc")
     if options.lookupcache != "all":
@@ -162,6 +167,15 @@ def _nfs_options(options: MountOptions) -> str:
                                        else options.lookupcache))
     parts += [f"local_lock={options.local_lock}", kept.get("addr", "addr=10.0.0.1")]
     return ",".join(parts)
+
+
+def _v4(process: Process) -> bool:
+    return process.syscalls.mount_options.vers != "3"
+
+
+def _fs_type(process: Process) -> str:
+    """/proc/mounts names an NFSv4 mount's type nfs4 (measured on 6.1)."""
+    return "nfs4" if _v4(process) else "nfs"
 
 
 def _mount_options(process: Process) -> str:
@@ -190,7 +204,8 @@ def _mounts(process: Process) -> str:
                     for source, point, kind, options, _ in _local_lines(process))
     return (f"/dev/sda1 / ext4 rw,relatime 0 0\n"
             f"proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"
-            f"nfs-server:{export} {export} nfs {_mount_options(process)} 0 0\n{local}")
+            f"nfs-server:{export} {export} {_fs_type(process)} "
+            f"{_mount_options(process)} 0 0\n{local}")
 
 
 def _mountinfo(process: Process) -> str:
@@ -205,7 +220,7 @@ def _mountinfo(process: Process) -> str:
                     in enumerate(_local_lines(process)))
     return (f"21 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
             f"22 21 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:2 - proc proc rw\n"
-            f"40 21 {nfs} / {export} {mount} shared:30 - nfs nfs-server:{export} "
+            f"40 21 {nfs} / {export} {mount} shared:30 - {_fs_type(process)} nfs-server:{export} "
             f"{sb}\n{local}")
 
 

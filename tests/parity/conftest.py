@@ -12,6 +12,13 @@ once per measured kernel profile (``sim-6.1``, ``sim-6.12``), and the real
 backend uses the profile of the kernel it runs on (``uname -r`` in the VM, e.g.
 6.12.117+deb12-amd64 under ``VM_KERNEL=6.12``), so a real pass on 6.12 is
 checked against the 6.12 facts.
+
+Over NFSv4.1 (docs/nfs-facts.md, "NFSv4.1 and 4.2") the simulation runs every
+test once more with the hosts mounted ``vers=4.1`` (``sim-6.1-v4.1``: the
+releases with a measured v4.1 profile), and the real tier runs them over
+v4.1 when ``PARITY_NFS_VERS=4.1`` says its mounts are v4.1 ones
+(compose/ci_real_tier.sh with ``VM_NFS_VERS=4.1`` sets both).  Where v4.1
+differs a test reads ``cluster.kernel.vers`` or the v4.1 fact in the profile.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from typing import Any
 import pytest
 
 from scenarios._base import ProcessSpec
-from simfs._nfs._kernels import KERNELS, KernelProfile, running_kernel_profile
+from simfs._nfs._kernels import KERNELS, V4_KERNELS, KernelProfile, running_kernel_profile
 
 # Host name -> nfs(5) options, shared by both backends.  Short attribute
 # timeouts keep the real tier to seconds (docs/nfs-facts.md, "Attribute and
@@ -35,6 +42,13 @@ MOUNTS = {
     "pos": "vers=3,acdirmin=3,acdirmax=3,lookupcache=positive",
     "grow": "vers=3,acdirmin=3,acdirmax=12",
 }
+# The NFS version of the real tier's mounts: 3 unless the VM mounted v4.1.
+REAL_VERS = os.environ.get("PARITY_NFS_VERS", "3")
+
+
+def mounts(vers: str) -> dict[str, str]:
+    """MOUNTS with every host mounted over NFS version ``vers``."""
+    return {host: options.replace("vers=3", f"vers={vers}") for host, options in MOUNTS.items()}
 
 
 class Cluster:
@@ -87,21 +101,26 @@ def _real_backend() -> Any:
 
 
 @pytest.fixture(params=[*(f"sim-{release}" for release in KERNELS),
+                        *(f"sim-{release}-v{vers}" for (release, vers) in V4_KERNELS
+                          if vers == "4.1"),
                         pytest.param("real", marks=pytest.mark.real)])
 def cluster(request: pytest.FixtureRequest) -> Any:
     if request.param.startswith("sim-"):
         from scenarios._sim import SimBackend
 
         backend = SimBackend()
-        kernel = KERNELS[request.param.removeprefix("sim-")]
+        release, _, vers = request.param.removeprefix("sim-").partition("-v")
+        vers = vers or "3"
+        kernel = KERNELS[release] if vers == "3" else V4_KERNELS[release, vers]
     else:
         if not os.environ.get("NFS_MOUNTS"):
             pytest.skip("no real NFS mounts: NFS_MOUNTS is unset (run the real tier with "
                         "compose/ci_real_tier.sh, which boots a VM with knfsd)")
         backend = _real_backend()
         # The client under test is this machine's kernel (the VM's guest).
-        kernel = running_kernel_profile(os.uname().release)
-    cluster = Cluster(backend, MOUNTS, kernel)
+        vers = REAL_VERS
+        kernel = running_kernel_profile(os.uname().release, vers)
+    cluster = Cluster(backend, mounts(vers), kernel)
     yield cluster
     cluster.close()
 

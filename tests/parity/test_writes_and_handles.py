@@ -116,7 +116,10 @@ def test_the_holder_of_a_removed_nfs_file_gets_estale_from_fstat_and_read(cluste
         ("b", programs.list_rmdir_rmtree, (base, 1.0)))
     assert len(listed) == 1 and listed[0].startswith(".nfs")
     assert (rmdir, rmtree) == ("ENOTEMPTY", "removed")
-    assert held == ("ESTALE", "ESTALE", "ok")
+    # NFSv4.1: a's OPEN state keeps the file on the server; fstat and read
+    # answer (docs/nfs-facts.md, "NFSv4.1 and 4.2").
+    assert held == (("ok", "ok", "ok") if cluster.kernel.server_holds_opens
+                    else ("ESTALE", "ESTALE", "ok"))
 
 
 def test_a_cwd_another_host_removed_is_estale(cluster):
@@ -155,7 +158,17 @@ def test_a_negative_entry_made_in_a_directory_just_made_elsewhere_is_not_trusted
                                     (1.0, f"{base}/d/x"), (2.0, f"{base}/d/x"),
                                     (2.2, f"{base}/d/y"), (2.3, f"{base}/d/y"),
                                     (3.2, f"{base}/d/y"), (5.8, f"{base}/d/y")),)))
-    assert seen == [False, False, False, True, False, False, False, True]
+    if cluster.kernel.lookup_dir_attrs:
+        assert seen == [False, False, False, True, False, False, False, True]
+    else:
+        # NFSv4.1: the LOOKUP compound returns no attributes of the directory
+        # (nfs4_xdr_enc_lookup, fs/nfs/nfs4xdr.c), so b's LOOKUP of d at 1.0
+        # does not show base changed: d's dentry verifies and the negative
+        # entry for d/x is trusted until d's attributes expire (the real tier
+        # over v4.1 saw x missed at 2.0).  At 3.2 base's attributes (read at
+        # 0.1) have expired: base changed, d is LOOKUPed again, its fresh
+        # attributes show y, and y is seen.
+        assert seen == [False, False, False, False, False, False, True, True]
 
 
 def test_unlinking_a_second_hard_link_shows_one_link_at_once_on_that_host(cluster):

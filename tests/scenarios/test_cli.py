@@ -15,7 +15,8 @@ from simfs import Deadlock
 
 BAD_INPUTS = [
     (["run", "handshake", "--param", "mount=vers=4"],
-     "parameter mount='vers=4': mount option 'vers=4': simfs models the NFSv3 client only"),
+     "parameter mount='vers=4': mount option 'vers=4': NFS version '4' has no measured "
+     "profile; simfs models vers=3, vers=4.1 and vers=4.2"),
     (["run", "handshake", "--param", "mount=acdirmn=3"], "mount option 'acdirmn=3'"),
     (["run", "handshake", "--param", "poll=nan"],
      "parameter poll=nan: not a finite number; allowed: a float >= 0.001"),
