@@ -125,7 +125,7 @@ class LocalMount:
         """The disk's tree and client, made at the first use."""
         if self._client is None:
             world = self._world
-            disk = LocalDisk(world.clock, world.epoch_ns, self.number, self.size)
+            disk = LocalDisk(world.clock, self.number, self.size)
             self._client = LocalClient(disk, world.clock)
         return self._client
 
@@ -272,8 +272,8 @@ class World:
         self._reported_shared: set[str] = set()
         self.seed = seed
         self.export = export
-        self.epoch_ns = EPOCH_NS
-        self.clock = VirtualClock()
+        self.clock = VirtualClock(EPOCH_NS)
+        self.epoch_ns = self.clock.epoch_ns
         choose, on_main = _make_chooser(seed, chooser)
         self.processes: list[Process] = []
         # SIMFS_NATIVE_GUARD=1 must act before the baton is chosen: the guard
@@ -284,7 +284,7 @@ class World:
         self.scheduler = make_scheduler(self.clock, choose, choose_on_main=on_main,
                                         step_timeout=step_timeout, max_events=max_events,
                                         processes=self.processes, on_exit=self._on_exit)
-        self.server_state = Server(self.clock, self.epoch_ns)
+        self.server_state = Server(self.clock)
         self.server = ServerView(self.server_state, export)
         self.trace = Trace(keep=trace_keep)
         self.locks = LockTable(self.scheduler)

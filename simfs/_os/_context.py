@@ -33,11 +33,6 @@ class SyscallWorld(Protocol):
         ...
 
     @property
-    def epoch_ns(self) -> int:
-        """Wall-clock nanoseconds at virtual time 0 (utime's "now")."""
-        ...
-
-    @property
     def seed(self) -> int:
         """The world's seed (what a host's boot-time identities are drawn from)."""
         ...

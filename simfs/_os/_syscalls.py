@@ -263,9 +263,9 @@ class Syscalls(FileCalls, DirectoryCalls):
         return self._clock.now_ns
 
     @property
-    def epoch_ns(self) -> int:
-        """Wall-clock nanoseconds at virtual time 0: ``epoch_ns + now_ns`` is ``time_ns()``."""
-        return self._world.epoch_ns
+    def wall_ns(self) -> int:
+        """Nanoseconds since the Unix epoch on the world's clock: ``time.time_ns()``."""
+        return self._clock.wall_ns
 
     @property
     def tz(self) -> str:
@@ -495,7 +495,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             raise ValueError("utime: you may specify either 'times' or 'ns' but not both")
         if ns is None:
             if times is None:
-                now = self._world.epoch_ns + self._clock.now_ns
+                now = self._clock.wall_ns
                 ns = (now, now)
             else:
                 ns = (round(times[0] * NS_PER_S), round(times[1] * NS_PER_S))
