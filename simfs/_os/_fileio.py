@@ -16,7 +16,7 @@ from .._engine._clock import NS_PER_S
 from .._errors import simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._locks import INFINITY
-from ._files import OpenFile, allocate_fd, lookup_fd
+from ._files import DescriptorReads, OpenFile, allocate_fd, lookup_fd
 from ._namei import PathWalk
 from ._seam import PathArg as PathArg
 
@@ -32,7 +32,7 @@ T = TypeVar("T")
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
-class FileCalls(PathWalk):
+class FileCalls(PathWalk, DescriptorReads[OpenFile]):
     """open/close/read/write/fsync/lseek/ftruncate/sendfile/dup and flock/lockf."""
 
     _world: SyscallWorld
@@ -201,25 +201,7 @@ class FileCalls(PathWalk):
 
     # -- data -------------------------------------------------------------------
 
-    def read(self, fd: int, length: int) -> bytes:
-        open_file = self._file(fd)
-        return self._run("read", open_file.path, lambda: self._read(open_file, length, None))
-
-    def pread(self, fd: int, length: int, offset: int) -> bytes:
-        if offset < 0:
-            raise simulated_oserror(errno.EINVAL)  # ksys_pread64, before the descriptor
-        open_file = self._file(fd)
-        return self._run("read", open_file.path, lambda: self._read(open_file, length, offset))
-
-    def readinto(self, fd: int, buffer: memoryview) -> int:
-        open_file = self._file(fd)
-
-        def effect() -> int:
-            data = self._read(open_file, len(buffer), None)
-            buffer[:len(data)] = data
-            return len(data)
-
-        return self._run("read", open_file.path, effect)
+    # read, pread and readinto: DescriptorReads, over this _read.
 
     def _read(self, open_file: OpenFile, length: int, offset: int | None) -> bytes:
         if not open_file.readable:

@@ -25,7 +25,7 @@ from ._dircalls import DirectoryCalls
 from ._dirent import stat_result, statvfs_result
 from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
-from ._namei import check_path_length
+from ._namei import check_path_length, path_text
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -324,15 +324,9 @@ class Syscalls(FileCalls, DirectoryCalls):
             known = self._resolved.get(text)
             if known is not None:
                 return known[0], self._client.root, list(known[1])
-        if isinstance(text, bytes):
-            text = os.fsdecode(text)
-        if not text:
-            raise simulated_oserror(errno.ENOENT, os.fspath(path))
-        if "\x00" in text:
-            # What os and open raise for a str path (for bytes, os.* prefixes
-            # the function's name; here it reads as open's message).
-            raise ValueError("embedded null byte")
-        check_path_length(text, os.fspath(path))
+        named = text
+        text = path_text(text)
+        check_path_length(text, named)
         if dir_fd is not None and not text.startswith("/"):
             base = lookup_fd(self._fds, dir_fd)
             if not base.is_dir:
