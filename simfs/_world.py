@@ -462,7 +462,7 @@ class World:
                      native_id: int) -> Process:
         process = Process(self.scheduler, len(self.processes), name, host, call, group,
                           parent, daemon, native_id)
-        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process),
+        process._syscalls = Mounts(self, host, process, Syscalls(self, host, process),
                                   host.local_disks)
         self.processes.append(process)
         self._unsettled.append(process)

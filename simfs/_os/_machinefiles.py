@@ -203,7 +203,7 @@ class MachineFiles(DescriptorReads[MachineFile]):
     def _event(self, op: str, shown: str, outcome: str) -> None:
         process = self._process
         shown = portable(shown)
-        process.last_call = (op, shown)
+        process._last_call = (op, shown)
         self._world.trace.record(self._world.clock.now_ns, self._host.name, process.name,
                                  op, shown, outcome)
         self._world.scheduler.yield_running(process)

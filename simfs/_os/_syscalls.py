@@ -155,7 +155,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         process = self._process
         if process.kill is not None:
             raise process.kill
-        process.last_call = (op, shown)
+        process._last_call = (op, shown)
         client = self._client
         writebacks = self._writebacks
         if (writebacks is not None and writebacks.next_ns is not None
@@ -199,7 +199,7 @@ class Syscalls(FileCalls, DirectoryCalls):
     def _answered(self, op: str, shown: str, outcome: str) -> None:
         """End a call the caches answered: the event and yield ``_run`` gives
         a call that sent no RPC."""
-        self._process.last_call = (op, shown)
+        self._process._last_call = (op, shown)
         self._finish(op, shown, outcome, ())
 
     def _inject(self, rule: object) -> None:
@@ -241,7 +241,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         known = _SLEEPS.get(seconds)
         if known is None:
             outcome = f"{seconds:g}s"
-            process.last_call = ("sleep", outcome)
+            process._last_call = ("sleep", outcome)
             self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
                                      "sleep", "", outcome)
             length_ns = seconds_to_ns(seconds, "sleep length")  # raises after the event
@@ -249,7 +249,7 @@ class Syscalls(FileCalls, DirectoryCalls):
                 _SLEEPS[seconds] = (outcome, length_ns)
         else:
             outcome, length_ns = known
-            process.last_call = ("sleep", outcome)
+            process._last_call = ("sleep", outcome)
             self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
                                      "sleep", "", outcome)
         # The kill was honoured above: sleep_running's own check, skipped.
