@@ -106,8 +106,8 @@ def world_token(world: World, hosts: Sequence[str] | None = None,
     payload: dict[str, Any] = {
         "kind": "world", "seed": world.seed, "export": world.export,
         "hosts": [[name, world.hosts[name].mount] for name in names],
-        "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
-        "choices": world.choices, "env": world.env, "tz": world.tz,
+        "faults": plan_to_json(world.plan), "rpc_latency_ns": world._rpc_latency_ns,
+        "choices": world.choices, "env": dict(world.env), "tz": world.tz,
     }
     if test is not None:
         payload["test"] = test
@@ -157,7 +157,7 @@ def world_from_token(token: str, *, setup: Callable[[World], object] | None = No
                       faults=plan if plan != FaultPlan() else None,
                       env=payload.get("env"), tz=payload.get("tz", DEFAULT_ZONE))
         # Set in ns, as recorded: seconds would round up on the way back.
-        world.rpc_latency_ns = int(payload["rpc_latency_ns"])
+        world._rpc_latency_ns = int(payload["rpc_latency_ns"])
         if setup is not None:
             setup(world)
         for name, mount in payload["hosts"]:

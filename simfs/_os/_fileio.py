@@ -139,13 +139,13 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
         self._run("close", open_file.path, lambda: self._close(open_file))
 
     def _close(self, open_file: OpenFile) -> None:
-        locks = self._world.locks
+        locks = self._world._locks
         # Closing any descriptor drops the process's POSIX locks on the file.
         locks.release_owner(self._posix_owner(), open_file.fileid)
         if open_file.refs > 0:
             return
         locks.release_owner(("flock", open_file.ofd_id))
-        faults = self._world.faults
+        faults = self._world._faults
         delay = 0.0 if faults is None else faults.close_delay(self._host.name, open_file.path)
         if delay:
             self._scheduler.call_at(self._clock.now_ns + round(delay * NS_PER_S),
@@ -183,9 +183,9 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
         if open_file is None:
             return
         open_file.refs -= 1
-        self._world.locks.release_owner(self._posix_owner(), open_file.fileid)
+        self._world._locks.release_owner(self._posix_owner(), open_file.fileid)
         if open_file.refs == 0:
-            self._world.locks.release_owner(("flock", open_file.ofd_id))
+            self._world._locks.release_owner(("flock", open_file.ofd_id))
             try:
                 release_file(self._client, open_file)
             except OSError:
@@ -196,7 +196,7 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
         descriptors = sorted(self._fds)
         for fd in descriptors:
             self.close_quietly(fd)
-        self._world.locks.release_owner(self._posix_owner())
+        self._world._locks.release_owner(self._posix_owner())
         return len(descriptors)
 
     # -- data -------------------------------------------------------------------
@@ -249,7 +249,7 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
         if payload:
             client.write_data(fileid, start, payload, readable=open_file.readable,
                               sync=open_file.sync,
-                              locks=self._world.locks.host_locks(fileid, self._host.name))
+                              locks=self._world._locks.host_locks(fileid, self._host.name))
         if offset is None:
             open_file.pos = start + len(payload)
         return len(payload)
@@ -336,11 +336,11 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
         def effect() -> str:
             kind = operation & ~_LOCK_NB
             if kind == _LOCK_UN:
-                self._world.locks.unlock(open_file.fileid, owner)
+                self._world._locks.unlock(open_file.fileid, owner)
                 return "LOCK_UN"
             if kind not in (_LOCK_SH, _LOCK_EX):
                 raise simulated_oserror(errno.EINVAL)
-            delayed = self._world.locks.lock(
+            delayed = self._world._locks.lock(
                 open_file.fileid, owner, 0, INFINITY, exclusive=kind == _LOCK_EX,
                 wait=not operation & _LOCK_NB, what=open_file.path, host=self._host.name,
                 kernel=self._client.kernel)
@@ -356,7 +356,7 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
         def effect() -> str:
             first, end = self._lock_range(open_file, length, start, whence)
             kind = command & ~_LOCK_NB
-            locks = self._world.locks
+            locks = self._world._locks
             if kind == _LOCK_UN:
                 locks.unlock(open_file.fileid, self._posix_owner(), first, end)
                 return "LOCK_UN"
@@ -410,7 +410,7 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
 
         def effect() -> str:
             first, end = self._lock_range(open_file, length, 0, os.SEEK_CUR)
-            locked = self._world.locks.conflicts(open_file.fileid, self._posix_owner(),
+            locked = self._world._locks.conflicts(open_file.fileid, self._posix_owner(),
                                                  first, end, exclusive=False)
             return "F_TEST: locked" if locked else "F_TEST: unlocked"
 

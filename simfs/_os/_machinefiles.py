@@ -135,7 +135,7 @@ def is_identity(text: str) -> bool:
 
 def machine_seen(world: object) -> dict[str, tuple[int, ...] | None]:
     """The identity of every real path the world has looked at (None: absent)."""
-    seen: dict[str, tuple[int, ...] | None] = world.__dict__.setdefault("machine_seen", {})
+    seen: dict[str, tuple[int, ...] | None] = world.__dict__.setdefault("_machine_seen", {})
     return seen
 
 
@@ -204,9 +204,9 @@ class MachineFiles(DescriptorReads[MachineFile]):
         process = self._process
         shown = portable(shown)
         process._last_call = (op, shown)
-        self._world.trace.record(self._world.clock.now_ns, self._host.name, process.name,
+        self._world.trace.record(self._world._clock.now_ns, self._host.name, process.name,
                                  op, shown, outcome)
-        self._world.scheduler.yield_running(process)
+        self._world._scheduler.yield_running(process)
 
     def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None) -> T:
         process = self._process
@@ -225,7 +225,7 @@ class MachineFiles(DescriptorReads[MachineFile]):
 
     def escape(self, what: str) -> SimulationEscape:
         error = SimulationEscape(self._process.name, self._host.name, what)
-        self._world.escapes.append(error)
+        self._world._escapes.append(error)
         return error
 
     def _refuse_change(self, call: str, path: object) -> SimulationEscape:

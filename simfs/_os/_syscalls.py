@@ -126,8 +126,8 @@ class Syscalls(FileCalls, DirectoryCalls):
         mount, client, self._dev = (world.export, host.client, EXPORT_DEV) if local is None \
             else local
         self._client = client
-        self._scheduler = world.scheduler
-        self._clock = world.clock
+        self._scheduler = world._scheduler
+        self._clock = world._clock
         self._fds: dict[int, OpenFile] = process.group.fds
         self._group = process.group
         self._export = mount
@@ -163,7 +163,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             writebacks.run_due(self._clock.now_ns)
         record = client.begin_call()
         try:
-            faults = self._world.faults
+            faults = self._world._faults
             if faults is not None:
                 self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
             result = effect()
@@ -190,7 +190,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         answer from the caches stands only when none has anything to do.
         """
         writebacks = self._writebacks
-        if (self._process.kill is not None or self._world.faults is not None
+        if (self._process.kill is not None or self._world._faults is not None
                 or (writebacks is not None and writebacks.next_ns is not None
                     and writebacks.next_ns <= self._clock.now_ns)):
             return None
@@ -219,7 +219,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         trace = self._world.trace
         trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
                      outcome, rpcs)
-        latency = self._world.rpc_latency_ns
+        latency = self._world._rpc_latency_ns
         if rpcs and latency:
             self._scheduler.sleep_running(self._process, len(rpcs) * latency)
         else:
@@ -228,7 +228,7 @@ class Syscalls(FileCalls, DirectoryCalls):
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""
         error = SimulationEscape(self._process.name, self._host.name, what)
-        self._world.escapes.append(error)
+        self._world._escapes.append(error)
         return error
 
     def sleep(self, seconds: float) -> None:
