@@ -44,6 +44,9 @@ class SimSession:
     def rpc_counts(self, host: str) -> dict[str, int]:
         return dict(self.world.hosts[host].rpc_counts())
 
+    def choices(self) -> list[int]:
+        return self.world.choices
+
     def close(self) -> str:
         self.world.close()
         return self.world.trace.digest()
