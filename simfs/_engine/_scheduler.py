@@ -38,6 +38,7 @@ import itertools
 import os
 import random
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._errors import (
@@ -211,61 +212,86 @@ class Process:
         self._syscalls: SyscallSeam
 
     # -- read-only views: the world and the scheduler set these -----------------
+    # Views over the underscored slots; at run time each is a property over
+    # operator.attrgetter, a C getter: routes read syscalls and kill on every
+    # call, and a Python getter there cost about 5% of a poll's instructions
+    # (bench/bench_core.py --instructions).
 
-    @property
-    def name(self) -> str:
-        """The process's name in traces, beliefs and errors."""
-        return self._name
+    if TYPE_CHECKING:
+        @property
+        def name(self) -> str:
+            """The process's name in traces, beliefs and errors."""
+            ...
 
-    @property
-    def host(self) -> Placement:
-        """The host it runs on."""
-        return self._host
+        @property
+        def host(self) -> Placement:
+            """The host it runs on."""
+            ...
 
-    @property
-    def pid(self) -> int:
-        """Its process id inside the world (``os.getpid()`` there); a thread has its process's."""
-        return self._pid
+        @property
+        def pid(self) -> int:
+            """Its process id inside the world (``os.getpid()`` there)."""
+            ...
 
-    @property
-    def native_id(self) -> int:
-        """The kernel's id for this thread (``threading.get_native_id()`` inside)."""
-        return self._native_id
+        @property
+        def native_id(self) -> int:
+            """The kernel's id for this thread (``threading.get_native_id()`` inside)."""
+            ...
 
-    @property
-    def ident(self) -> int:
-        """``threading.get_ident()`` inside this thread."""
-        return self._ident
+        @property
+        def ident(self) -> int:
+            """``threading.get_ident()`` inside this thread."""
+            ...
 
-    @property
-    def parent(self) -> Process | None:
-        """The thread that started this one; None for a process's first thread."""
-        return self._parent
+        @property
+        def parent(self) -> Process | None:
+            """The thread that started this one; None for a process's first thread."""
+            ...
 
-    @property
-    def daemon(self) -> bool:
-        """Whether it is a daemon thread, which the world does not wait for."""
-        return self._daemon
+        @property
+        def daemon(self) -> bool:
+            """Whether it is a daemon thread, which the world does not wait for."""
+            ...
 
-    @property
-    def group(self) -> ProcessGroup:
-        """What its threads share: descriptors, working directory, environment, modules."""
-        return self._group
+        @property
+        def group(self) -> ProcessGroup:
+            """What its threads share: descriptors, working directory, environment, modules."""
+            ...
 
-    @property
-    def syscalls(self) -> SyscallSeam:
-        """Its syscall layer: the one way down for the routes (``simfs/_os/_seam.py``)."""
-        return self._syscalls
+        @property
+        def syscalls(self) -> SyscallSeam:
+            """Its syscall layer: the one way down for the routes (``simfs/_os/_seam.py``)."""
+            ...
 
-    @property
-    def kill(self) -> BaseException | None:
-        """What stops it at its next call (a crash, the world's teardown), or None."""
-        return self._kill
+        @property
+        def kill(self) -> BaseException | None:
+            """What stops it at its next call (a crash, the world's teardown), or None."""
+            ...
 
-    @property
-    def last_call(self) -> tuple[str, str] | None:
-        """Its last traced call, as (op, path shown), for error messages."""
-        return self._last_call
+        @property
+        def last_call(self) -> tuple[str, str] | None:
+            """Its last traced call, as (op, path shown), for error messages."""
+            ...
+
+    else:
+        name = property(attrgetter("_name"), doc="The process's name in traces and errors.")
+        host = property(attrgetter("_host"), doc="The host it runs on.")
+        pid = property(attrgetter("_pid"), doc="Its process id (``os.getpid()`` inside).")
+        native_id = property(attrgetter("_native_id"),
+                             doc="The kernel's id for this thread (``get_native_id()``).")
+        ident = property(attrgetter("_ident"), doc="``threading.get_ident()`` inside.")
+        parent = property(attrgetter("_parent"),
+                          doc="The thread that started this one; None for a first thread.")
+        daemon = property(attrgetter("_daemon"),
+                          doc="Whether it is a daemon thread, which the world does not wait for.")
+        group = property(attrgetter("_group"),
+                         doc="What its threads share: descriptors, cwd, environment, modules.")
+        syscalls = property(attrgetter("_syscalls"),
+                            doc="Its syscall layer: the one way down for the routes.")
+        kill = property(attrgetter("_kill"),
+                        doc="What stops it at its next call (a crash, the teardown), or None.")
+        last_call = property(attrgetter("_last_call"),
+                             doc="Its last traced call, as (op, path shown), for errors.")
 
     def __repr__(self) -> str:
         return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self._state]}>"

@@ -23,6 +23,7 @@ from ._seam import PathArg as PathArg
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from .._engine._scheduler import Process, ProcessGroup, Scheduler
+    from .._engine._trace import Trace
     from .._nfs._client import NfsClient
     from .._nfs._server import Attrs
     from ._context import SyscallHost, SyscallWorld
@@ -41,6 +42,7 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
     _client: NfsClient
     _scheduler: Scheduler
     _clock: VirtualClock
+    _trace: Trace
     _fds: dict[int, OpenFile]
     _group: ProcessGroup
     _mount_ref: object
@@ -169,7 +171,7 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
                 release_file(self._client, open_file)
             except OSError as error:
                 outcome = f"errno {error.errno}"
-        self._world.trace.record(self._clock.now_ns, self._host.name, self._process.name,
+        self._trace.record(self._clock.now_ns, self._host.name, self._process._name,
                                  "close-landed", open_file.path, outcome, tuple(rpcs))
 
     def dup(self, fd: int) -> int:

@@ -128,6 +128,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         self._client = client
         self._scheduler = world._scheduler
         self._clock = world._clock
+        self._trace = world.trace  # read per call: one attribute, not the world's property
         self._fds: dict[int, OpenFile] = process.group.fds
         self._group = process.group
         self._export = mount
@@ -153,8 +154,8 @@ class Syscalls(FileCalls, DirectoryCalls):
         descriptor passes none, and its error names no file, as on Linux.
         """
         process = self._process
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         process._last_call = (op, shown)
         client = self._client
         writebacks = self._writebacks
@@ -190,7 +191,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         answer from the caches stands only when none has anything to do.
         """
         writebacks = self._writebacks
-        if (self._process.kill is not None or self._world._faults is not None
+        if (self._process._kill is not None or self._world._faults is not None
                 or (writebacks is not None and writebacks.next_ns is not None
                     and writebacks.next_ns <= self._clock.now_ns)):
             return None
@@ -216,8 +217,8 @@ class Syscalls(FileCalls, DirectoryCalls):
             raise error
 
     def _finish(self, op: str, shown: str, outcome: str, rpcs: tuple[str, ...]) -> None:
-        trace = self._world.trace
-        trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
+        trace = self._trace
+        trace.record(self._clock.now_ns, self._host.name, self._process._name, op, shown,
                      outcome, rpcs)
         latency = self._world._rpc_latency_ns
         if rpcs and latency:
@@ -227,7 +228,7 @@ class Syscalls(FileCalls, DirectoryCalls):
 
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""
-        error = SimulationEscape(self._process.name, self._host.name, what)
+        error = SimulationEscape(self._process._name, self._host.name, what)
         self._world._escapes.append(error)
         return error
 
@@ -236,13 +237,13 @@ class Syscalls(FileCalls, DirectoryCalls):
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
         process = self._process
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         known = _SLEEPS.get(seconds)
         if known is None:
             outcome = f"{seconds:g}s"
             process._last_call = ("sleep", outcome)
-            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+            self._trace.record(self._clock.now_ns, self._host.name, process._name,
                                      "sleep", "", outcome)
             length_ns = seconds_to_ns(seconds, "sleep length")  # raises after the event
             if len(_SLEEPS) < 4096:
@@ -250,7 +251,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         else:
             outcome, length_ns = known
             process._last_call = ("sleep", outcome)
-            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+            self._trace.record(self._clock.now_ns, self._host.name, process._name,
                                      "sleep", "", outcome)
         # The kill was honoured above: sleep_running's own check, skipped.
         self._scheduler.sleep_until_running(process, self._clock.now_ns + length_ns)
