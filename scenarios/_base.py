@@ -130,6 +130,9 @@ class Session(Protocol):
     def rpc_counts(self, host: str) -> dict[str, int]:
         """RPCs the host's client has sent so far, by procedure."""
 
+    def choices(self) -> list[int]:
+        """The schedule the session's runs took, for a replay (real NFS has none: [])."""
+
     def close(self) -> str:
         """End the session; returns the digest of what it did ('' if none)."""
 
@@ -139,6 +142,40 @@ class Backend(Protocol):
 
     def session(self, hosts: Mapping[str, str], seed: int) -> Session:
         """Hosts named as keys, mounted with the nfs(5) options given as values."""
+
+
+class RunRecord:
+    """What one run of a plan recorded, and the Python that runs it again.
+
+    A scenario's record is a dataclass with (at least) these fields; it says
+    how its replay reads with ``replay_imports`` (``"from scenarios.NAME
+    import *"``) and ``replay_call`` (the check and the run function).
+    """
+
+    replay_imports: ClassVar[str]
+    replay_call: ClassVar[tuple[str, str]]
+    plan: Any
+    variant: str
+    seed: int
+    choices: list[int]
+
+    def replay_line(self) -> str:
+        """Python that runs this again, schedule and all, and re-raises what it found."""
+        check, run = self.replay_call
+        return (f"{self.replay_imports}; {check}({run}({self.plan!r}, {self.variant!r}, "
+                f"seed={self.seed}, chooser={self.choices!r}))")
+
+
+class InvariantViolated(AssertionError):
+    """A run broke its scenario's invariant: what went wrong, then how to replay it.
+
+    Each scenario's violation subclasses this, so ``except InvariantViolated``
+    catches any scenario's.
+    """
+
+    def __init__(self, run: RunRecord, *lines: str) -> None:
+        self.run = run
+        super().__init__("\n".join([*lines, f"replay: python -c {run.replay_line()!r}"]))
 
 
 @dataclass

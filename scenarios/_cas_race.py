@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import _cas_sim as sim
-from ._base import ProcessSpec, Session
+from ._base import InvariantViolated, ProcessSpec, RunRecord, Session
 from ._cas_sim import HOSTS, KEY, MOUNT
 
 if TYPE_CHECKING:
@@ -23,8 +23,11 @@ PROBLEM_KINDS = ("collision", "corrupt", "failed", "temps")
 
 
 @dataclass
-class RaceRun:
+class RaceRun(RunRecord):
     """What one race trial did, per writer, and the counts the row sums."""
+
+    replay_imports: ClassVar[str] = "from scenarios.cas import *; from simfs import *"
+    replay_call: ClassVar[tuple[str, str]] = ("check_race", "run_race")
 
     plan: RacePlan
     variant: str
@@ -70,20 +73,17 @@ class RaceRun:
             found.append(f"temps left: {self.temps_left}")
         return found
 
-    def replay_line(self) -> str:
-        return (f"from scenarios.cas import *; from simfs import *; check_race(run_race("
-                f"{self.plan!r}, {self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
 
 
-class CasInvariantViolated(AssertionError):
+class CasInvariantViolated(InvariantViolated):
     """A race collided on a temp, served corrupt bytes, failed a writer or left a temp."""
 
+    run: RaceRun
+
     def __init__(self, run: RaceRun, kinds: Sequence[str] = ()) -> None:
-        self.run = run
         self.kinds = tuple(kinds) or PROBLEM_KINDS
-        super().__init__(f"variant {run.variant!r}, {len(run.plan.writers)} writers: "
-                         + "; ".join(run.problems(self.kinds))
-                         + f"\nplan: {run.plan!r}\nreplay: python -c {run.replay_line()!r}")
+        super().__init__(run, f"variant {run.variant!r}, {len(run.plan.writers)} writers: "
+                         + "; ".join(run.problems(self.kinds)), f"plan: {run.plan!r}")
 
 
 def count_collisions(journals: Sequence[Sequence[Sequence[Any]]]) -> int:

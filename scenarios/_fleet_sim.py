@@ -28,7 +28,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import trio
 
@@ -44,10 +44,12 @@ from reference.fleet import (
 
 from ._base import (
     Backend,
+    InvariantViolated,
     ProcessSpec,
+    RunRecord,
     combine_digests,
 )
-from ._sim import SimBackend, SimSession
+from ._sim import SimBackend
 
 VARIANTS = ("before", "pr", "reference")
 WINDOWS = ("W1", "W2", "W3", "W4")
@@ -384,7 +386,12 @@ class Violation:
 
 
 @dataclass
-class FleetRun:
+class FleetRun(RunRecord):
+    """What one fleet run did: its records, marks, schedule and violations."""
+
+    replay_imports: ClassVar[str] = "from scenarios.refit import *"
+    replay_call: ClassVar[tuple[str, str]] = ("check_invariant", "run_fleet")
+
     variant: str
     plan: FleetPlan
     seed: int
@@ -416,21 +423,17 @@ class FleetRun:
                            else "W4" if done else "W1")
         return windows
 
-    def replay_line(self) -> str:
-        """Python that runs this again, schedule and all, and re-raises what it found."""
-        return (f"from scenarios.refit import *; check_invariant(run_fleet({self.plan!r}, "
-                f"{self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
 
 
-class RefitInvariantViolated(AssertionError):
+class RefitInvariantViolated(InvariantViolated):
     """A shard became or stayed HEALTHY without the refit's weights."""
 
+    run: FleetRun
+
     def __init__(self, run: FleetRun) -> None:
-        self.run = run
         self.window = run.violations[0].window
-        lines = [f"variant {run.variant!r}: " + v.describe() for v in run.violations]
-        lines.append(f"replay: python -c {run.replay_line()!r}")
-        super().__init__("\n".join(lines))
+        super().__init__(run, *(f"variant {run.variant!r}: " + v.describe()
+                                for v in run.violations))
 
 
 def _violations(fleet: Fleet, records: Sequence[RefitRecord]) -> list[Violation]:
@@ -458,7 +461,7 @@ def run_fleet_on(backend: Backend, plan: FleetPlan, variant: str, seed: int) -> 
             ProcessSpec("controller", run_controller, (fleet, variant), "controller"),
             ProcessSpec("supervisor", run_supervisor, (fleet,), "supervisor"),
         ], timeout=plan.horizon)
-        choices = session.world.choices if isinstance(session, SimSession) else []
+        choices = session.choices()
     finally:
         digest = session.close()
     records: list[RefitRecord] = results[0]

@@ -269,6 +269,9 @@ class RealSession:
             raise
         return trial
 
+    def choices(self) -> list[int]:
+        return []  # real NFS: the kernel's schedule, not one a replay can give back
+
     def rpc_counts(self, host: str) -> dict[str, int]:
         if host in self._agents:
             from ._agent import remote_mountstats

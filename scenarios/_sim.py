@@ -38,13 +38,14 @@ class SimSession:
         # time pass), not the session: every run here ends at ``until``, and
         # a session of 100,000 trials (--trials 100000) passed the world's
         # lifetime budget at trial 1,653 although each trial was bounded.
-        scheduler = self.world.scheduler
-        scheduler.max_events = scheduler.progress + self._events_per_run
-        self.world.run(until=self.world.now + timeout)
+        self.world.run(until=self.world.now + timeout, max_events=self._events_per_run)
         return [process.result() for process in spawned]
 
     def rpc_counts(self, host: str) -> dict[str, int]:
         return dict(self.world.hosts[host].rpc_counts())
+
+    def choices(self) -> list[int]:
+        return self.world.choices
 
     def close(self) -> str:
         self.world.close()

@@ -22,14 +22,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import blake3
 
 from reference.fs import revalidate_ancestors
 from reference.transfer import Artefact, FileEntry, Retry, transfer_all, verify
 
-from ._base import ProcessSpec, ScenarioError, Session
+from ._base import InvariantViolated, ProcessSpec, RunRecord, ScenarioError, Session
 
 if TYPE_CHECKING:
     from .transfer import TrialPlan
@@ -225,8 +225,11 @@ def reference_transfers(root: str, dest: str, names: Sequence[str],
 
 
 @dataclass
-class TrialRun:
+class TrialRun(RunRecord):
     """What one trial showed, from the processes' own reports."""
+
+    replay_imports: ClassVar[str] = "from scenarios.transfer import *"
+    replay_call: ClassVar[tuple[str, str]] = ("check_trial", "run_trial")
 
     variant: str
     plan: TrialPlan
@@ -273,9 +276,6 @@ class TrialRun:
                   if MAKES_PARENTS[maker] and _shares_directory(maker, name)}
         return tuple(sorted({*failed, *makers}, key=TRANSFERS.index))
 
-    def replay_line(self) -> str:
-        return (f"from scenarios.transfer import *; check_trial(run_trial({self.plan!r}, "
-                f"{self.variant!r}, seed={self.seed}, chooser={self.choices!r}))")
 
 
 def _shares_directory(maker: str, name: str) -> bool:
@@ -323,29 +323,28 @@ def run_trial(plan: TrialPlan, variant: str, *, seed: int = 0,
               chooser: Callable[[int], int] | Sequence[int] | None = None,
               mount: str = "vers=3") -> TrialRun:
     """One trial in a fresh world; ``chooser`` as for ``simfs.World`` (a replay: a list)."""
-    from ._sim import SimBackend, SimSession
+    from ._sim import SimBackend
 
     backend = SimBackend() if chooser is None else SimBackend(chooser=chooser)
     session = backend.session(dict.fromkeys(HOSTS, mount), seed)
     try:
         session.run([ProcessSpec("receiver", clear_base, (BASE,), "clear")], timeout=60)
         run = run_trial_in(session, f"{BASE}/t0/dflash", plan, variant)
-        choices = session.world.choices if isinstance(session, SimSession) else []
-        virtual_s = session.world.now if isinstance(session, SimSession) else 0.0
+        choices, virtual_s = session.choices(), session.world.now
     finally:
         digest = session.close()
     run.seed, run.choices, run.digest, run.virtual_s = seed, choices, digest, virtual_s
     return run
 
 
-class TransferInvariantViolated(AssertionError):
+class TransferInvariantViolated(InvariantViolated):
     """A trial did not end with every file in place, whole, and never torn."""
 
+    run: TrialRun
+
     def __init__(self, run: TrialRun, problem: str) -> None:
-        self.run = run
         self.problem = problem
-        super().__init__(f"variant {run.variant!r}: {problem}\n"
-                         f"replay: python -c {run.replay_line()!r}")
+        super().__init__(run, f"variant {run.variant!r}: {problem}")
 
 
 def check_trial(run: TrialRun) -> None:

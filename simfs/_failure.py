@@ -175,7 +175,7 @@ def _context(world: World, culprit: Culprit, path: str, at: float) -> list[str]:
     if changes:
         lines.append(f"what other hosts changed in {near} before then:")
         lines.extend("  " + event.format() for event in changes[-OTHER_LINES:])
-    kept = world.failure_context.get((culprit.host, culprit.process))
+    kept = world._failure_context.get((culprit.host, culprit.process))
     lines.extend(kept if kept is not None else _explained(world, path, culprit.error))
     return lines
 

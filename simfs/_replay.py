@@ -106,9 +106,9 @@ def world_token(world: World, hosts: Sequence[str] | None = None,
     payload: dict[str, Any] = {
         "kind": "world", "seed": world.seed, "export": world.export,
         "hosts": [[name, world.hosts[name].mount, world.hosts[name].link] for name in names],
-        "faults": plan_to_json(world.plan), "rpc_latency_ns": world.rpc_latency_ns,
+        "faults": plan_to_json(world.plan), "rpc_latency_ns": world._rpc_latency_ns,
         "link": world.link,
-        "choices": world.choices, "env": world.env, "tz": world.tz,
+        "choices": world.choices, "env": dict(world.env), "tz": world.tz,
     }
     if test is not None:
         payload["test"] = test
@@ -168,7 +168,7 @@ def world_from_token(token: str, *, setup: Callable[[World], object] | None = No
         raise ReplayTokenError(f"replay token {token[:40]!r}... lacks {error}") from None
     world = World(seed, export=export, chooser=choices,
                   faults=plan if plan != FaultPlan() else None, env=env, tz=tz, link=link)
-    world.rpc_latency_ns = latency_ns
+    world._rpc_latency_ns = latency_ns
     if setup is not None:
         setup(world)
     for name, mount, host_link in mounts:

@@ -15,6 +15,7 @@ import random
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
@@ -73,10 +74,10 @@ class Host:
         self.options = options
         self.mount = mount
         self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
-        self.client = NfsClient(world.server_state, world.clock, options, self.kernel)
+        self.client = NfsClient(world._server_state, world._clock, options, self.kernel)
         # The host's own link as given to World.host (None: the world's).
         self.link = link
-        self.client.link_bps = (world.link_bps if link is None
+        self.client.link_bps = (world._link_bps if link is None
                                 else parse_link(link, f"host {name!r}: link="))
         # Its local disks (see _nfs/_localdisk.py): mount point, type, size,
         # the client over the disk's tree, and its device number.
@@ -88,11 +89,11 @@ class Host:
         # The client's own writeback (docs/nfs-facts.md, "Writes and data
         # visibility"): delays drawn from a generator seeded by the world's
         # seed and this host's name.
-        queue = world.__dict__.setdefault("writeback_queue", WritebackQueue())
+        queue = world.__dict__.setdefault("_writeback_queue", WritebackQueue())
         self.client.writeback = Writeback(
-            queue, world.clock, seeded_delay(world.seed, name, self.kernel.writeback_range_s),
+            queue, world._clock, seeded_delay(world.seed, name, self.kernel.writeback_range_s),
             lambda label, due, rpcs: world.trace.record(
-                world.clock.now_ns, name, "-", "writeback", label, f"due {due:.3f} s", rpcs))
+                world._clock.now_ns, name, "-", "writeback", label, f"due {due:.3f} s", rpcs))
         self.client.writeback.alive = lambda: not self.crashed
 
     def __repr__(self) -> str:
@@ -108,7 +109,7 @@ class Host:
         export = self.world.export
         if normalized != export and not normalized.startswith(export + "/"):
             raise ValueError(f"path {path!r} is outside the export {export!r}")
-        return belief(self.client, self.name, export, normalized, self.world.clock.now_ns)
+        return belief(self.client, self.name, export, normalized, self.world._clock.now_ns)
 
 
 class LocalMount:
@@ -130,8 +131,8 @@ class LocalMount:
         """The disk's tree and client, made at the first use."""
         if self._client is None:
             world = self._world
-            disk = LocalDisk(world.clock, world.epoch_ns, self.number, self.size)
-            self._client = LocalClient(disk, world.clock)
+            disk = LocalDisk(world._clock, self.number, self.size)
+            self._client = LocalClient(disk, world._clock)
         return self._client
 
     def syscalls(self, host: Host, process: Process) -> Syscalls:
@@ -282,33 +283,33 @@ class World:
         self._shared_modules = _check_shared_modules(shared_modules)
         self._per_process_modules = per_process_modules
         self._reported_shared: set[str] = set()
-        self.seed = seed
-        self.export = export
-        self.epoch_ns = EPOCH_NS
-        self.clock = VirtualClock()
+        self._seed = seed
+        self._export = export
+        self._clock = VirtualClock(EPOCH_NS)
+        self._epoch_ns = self._clock.epoch_ns
         choose, on_main = _make_chooser(seed, chooser)
-        self.processes: list[Process] = []
+        self._processes: list[Process] = []
         # SIMFS_NATIVE_GUARD=1 must act before the baton is chosen: the guard
         # filters per OS thread, so its worlds run the thread baton.
         from ._patch._guards._native_guard import status as native_guard_status
 
         native_guard_status()
-        self.scheduler = make_scheduler(self.clock, choose, choose_on_main=on_main,
+        self._scheduler = make_scheduler(self._clock, choose, choose_on_main=on_main,
                                         step_timeout=step_timeout, max_events=max_events,
-                                        processes=self.processes, on_exit=self._on_exit)
-        self.server_state = Server(self.clock, self.epoch_ns)
-        self.server = ServerView(self.server_state, export)
-        self.trace = Trace(keep=trace_keep)
-        self.locks = LockTable(self.scheduler)
-        self.hosts: dict[str, Host] = {}
+                                        processes=self._processes, on_exit=self._on_exit)
+        self._server_state = Server(self._clock)
+        self._server = ServerView(self._server_state, export)
+        self._trace = Trace(keep=trace_keep)
+        self._locks = LockTable(self._scheduler)
+        self._hosts: dict[str, Host] = {}
         # Loud failures (escapes, runaways) re-raised by run() even if caught.
-        self.escapes: list[SimfsError] = []
-        self.plan = faults or FaultPlan()
-        self.faults: FaultState | None = FaultState(self.plan) if faults is not None else None
-        self.rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")
-        self.link_bps = parse_link(link, "World(link=)")
-        self.link = link
-        self.max_events = max_events
+        self._escapes: list[SimfsError] = []
+        self._plan = faults or FaultPlan()
+        self._faults: FaultState | None = FaultState(self._plan) if faults is not None else None
+        self._rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")
+        self._max_events = max_events
+        self._link_bps = parse_link(link, "World(link=)")
+        self._link = link
         self._ofd_ids = itertools.count(1)
         self._disk_numbers = itertools.count(1)
         self._pids = itertools.count(1000)
@@ -318,14 +319,77 @@ class World:
         # Processes not yet finished, or finished since the last run() looked:
         # run() reads these, not every process a long session ever made.
         self._unsettled: list[Process] = []
-        self.random = random.Random(f"simfs-world:{seed}")
-        self.tz = check_zone(tz)
-        self.env = check_env({} if env is None else env, "World(env=)")
+        self._random = random.Random(f"simfs-world:{seed}")
+        self._tz = check_zone(tz)
+        self._env = check_env({} if env is None else env, "World(env=)")
         # Merged once now only to refuse a bad env= (a TZ other than tz=) here,
         # at World(), rather than at the first spawn; each host merges its own.
-        merged(default_environment("-", self.tz), self.env, zone=self.tz, where="World(env=)")
+        merged(default_environment("-", self._tz), self._env, zone=self._tz, where="World(env=)")
         # (host, process) -> what explain() said when that process failed.
-        self.failure_context: dict[tuple[str, str], list[str]] = {}
+        self._failure_context: dict[tuple[str, str], list[str]] = {}
+
+    # -- what a test reads: read-only views of what the world was given and made --
+
+    @property
+    def seed(self) -> int:
+        """The seed every choice of the world derives from."""
+        return self._seed
+
+    @property
+    def export(self) -> str:
+        """The path every host mounts the export at."""
+        return self._export
+
+    @property
+    def epoch_ns(self) -> int:
+        """``time.time_ns()`` inside the world at virtual time 0 (2026-01-01T00:00:00Z)."""
+        return self._epoch_ns
+
+    @property
+    def server(self) -> ServerView:
+        """The server's truth, bypassing every client cache (no RPCs, no trace, no yield)."""
+        return self._server
+
+    @property
+    def trace(self) -> Trace:
+        """Every syscall, sleep and lifecycle event of the run, with the RPCs each sent."""
+        return self._trace
+
+    @property
+    def hosts(self) -> Mapping[str, Host]:
+        """The hosts by name, in the order they were added (``host()`` adds one)."""
+        return MappingProxyType(self._hosts)
+
+    @property
+    def processes(self) -> tuple[Process, ...]:
+        """Every process and thread spawned, in spawn order."""
+        return tuple(self._processes)
+
+    @property
+    def plan(self) -> FaultPlan:
+        """The ``FaultPlan`` the world runs (an empty one without ``faults=``)."""
+        return self._plan
+
+    @property
+    def max_events(self) -> int:
+        """The scheduling-event budget ``World(max_events=)`` set for the world's lifetime."""
+        return self._max_events
+
+    @property
+    def tz(self) -> str:
+        """The local time zone of every host (an IANA name)."""
+        return self._tz
+
+    @property
+    def link(self) -> str | None:
+        """The link every host's READs and WRITEs cross, as ``World(link=)`` gave it
+        (``None``: data moves in no time); a host's own ``link=`` overrides it."""
+        return self._link
+
+    @property
+    def env(self) -> Mapping[str, str | None]:
+        """The changes ``World(env=)`` made to every process's starting environment."""
+        return MappingProxyType(self._env)
 
     # -- building ---------------------------------------------------------------
 
@@ -370,11 +434,11 @@ class World:
                             f"(Linux's defaults), or a MountOptions, not {mount!r}")
         if not isinstance(name, str) or not name or any(c.isspace() for c in name):
             raise ValueError(f"host name must be a non-empty word, not {name!r}")
-        if name in self.hosts:
-            raise ValueError(f"host {name!r} already exists; hosts: {', '.join(self.hosts)}")
-        home = merged(default_environment(name, self.tz), self.env, zone=self.tz,
+        if name in self._hosts:
+            raise ValueError(f"host {name!r} already exists; hosts: {', '.join(self._hosts)}")
+        home = merged(default_environment(name, self._tz), self._env, zone=self._tz,
                       where="World(env=)").get("HOME")
-        disks = local_mounts(home, local, self.export)
+        disks = local_mounts(home, local, self._export)
         if isinstance(mount, MountOptions):
             options, text = mount, mount.format()
         else:
@@ -384,7 +448,7 @@ class World:
         if link is not None:
             parse_link(link, f"host {name!r}: link=")  # refused before the host exists
         host = Host(self, name, options, text, profile, disks, link)
-        self.hosts[name] = host
+        self._hosts[name] = host
         return host
 
     def _resolve_host(self, host: Host | str) -> Host:
@@ -392,9 +456,9 @@ class World:
             if host.world is not self:
                 raise ValueError(f"host {host.name!r} belongs to another world")
             return host
-        found = self.hosts.get(host)
+        found = self._hosts.get(host)
         if found is None:
-            raise ValueError(f"unknown host {host!r}; hosts: {', '.join(self.hosts) or 'none'}")
+            raise ValueError(f"unknown host {host!r}; hosts: {', '.join(self._hosts) or 'none'}")
         return found
 
     def spawn(self, host: Host | str, target: Callable[..., Any] | str, *args: Any,
@@ -431,10 +495,10 @@ class World:
             raise SimfsError(f"host {where.name!r} has crashed; nothing can start on it")
         check_spawn_env(target, env)
         changes = check_env({} if env is None else env, "spawn(env=)")
-        variables = merged(self.environment(where), changes, zone=self.tz, where="spawn(env=)")
+        variables = merged(self.environment(where), changes, zone=self._tz, where="spawn(env=)")
         call, own_modules = self._as_callable(target, args, kwargs)
-        group = ProcessGroup(next(self._pids), self.export,
-                             self.random.getrandbits(64), variables)
+        group = ProcessGroup(next(self._pids), self._export,
+                             self._random.getrandbits(64), variables)
         if self._per_process_modules:
             # A target the test made itself (a closure, a lambda, a bound
             # method) runs with the test's modules, as it was written
@@ -447,7 +511,7 @@ class World:
     def environment(self, host: Host | str) -> dict[str, str]:
         """The environment a process spawned on ``host`` starts with (without spawn's env=)."""
         where = self._resolve_host(host)
-        return merged(default_environment(where.name, self.tz), self.env, zone=self.tz,
+        return merged(default_environment(where.name, self._tz), self._env, zone=self._tz,
                       where="World(env=)")
 
     def _spawn_thread(self, parent: Process, target: Callable[[], object], name: str,
@@ -491,15 +555,15 @@ class World:
     def _add_process(self, host: Host, call: Callable[[], object], name: str,
                      group: ProcessGroup, parent: Process | None, daemon: bool,
                      native_id: int) -> Process:
-        process = Process(self.scheduler, len(self.processes), name, host, call, group,
+        process = Process(self._scheduler, len(self._processes), name, host, call, group,
                           parent, daemon, native_id)
-        process.syscalls = Mounts(self, host, process, Syscalls(self, host, process),
+        process._syscalls = Mounts(self, host, process, Syscalls(self, host, process),
                                   host.local_disks)
-        self.processes.append(process)
+        self._processes.append(process)
         self._unsettled.append(process)
         host.processes.append(process)
         group.live_threads.append(process)
-        self.scheduler.add(process)
+        self._scheduler.add(process)
         return process
 
     # -- running ----------------------------------------------------------------
@@ -507,19 +571,20 @@ class World:
     @property
     def now(self) -> float:
         """Virtual seconds since the world began."""
-        return self.clock.now
+        return self._clock.now
 
     @property
     def now_ns(self) -> int:
         """Virtual nanoseconds since the world began (exact: no float rounding)."""
-        return self.clock.now_ns
+        return self._clock.now_ns
 
     @property
     def choices(self) -> list[int]:
         """Every choice the chooser made, in order: pass it back as ``chooser`` to replay."""
-        return list(self.scheduler.choices)
+        return list(self._scheduler.choices)
 
-    def run(self, until: float | None = None, *, check: bool = True) -> None:
+    def run(self, until: float | None = None, *, check: bool = True,
+            max_events: int | None = None) -> None:
         """Run until every process has finished, or until virtual time ``until``.
 
         The clock stops at the last event when everything finished first, and
@@ -527,6 +592,11 @@ class World:
 
         Args:
             until: virtual seconds to stop at; None runs until nothing can happen.
+            max_events: the scheduling events this run may take, counted from
+                its start, instead of the world's lifetime budget
+                (``World(max_events=)``): for a session of many bounded runs
+                in one world.  Later runs keep the new limit unless they pass
+                their own.
             check: raise ``ProcessFailed`` when a process raised during this
                 run (each failure is reported once, by the run it happened
                 in).  Pass False when failures are the expected outcome and
@@ -553,33 +623,38 @@ class World:
         from ._patch._guards import _native_guard, _outside
 
         install()
-        _native_guard.watch(self.export)
+        _native_guard.watch(self._export)
         self._schedule_crashes()
         until_ns = None if until is None else seconds_to_ns(until, "until")
+        if max_events is not None:
+            if isinstance(max_events, bool) or not isinstance(max_events, int) \
+                    or max_events < 1:
+                raise ValueError(f"max_events must be an int >= 1, not {max_events!r}")
+            self._scheduler.max_events = self._scheduler.progress + max_events
         try:
-            with real_cwd_sentinel(self), _outside.watching(self.export, self.escapes):
-                self.scheduler.run(until_ns)
+            with real_cwd_sentinel(self), _outside.watching(self._export, self._escapes):
+                self._scheduler.run(until_ns)
         except BaseException as error:
             self._teardown()
             # A real thread refused on the export: the process that handed it
             # work then waits for an answer that never comes, which is not
             # what went wrong.
-            outside = [e for e in self.escapes if isinstance(e, _outside.RealThreadEscape)]
+            outside = [e for e in self._escapes if isinstance(e, _outside.RealThreadEscape)]
             if outside and isinstance(error, SimfsError):
                 raise outside[0] from error
             raise
-        fatal = self.scheduler.take_fatal()
+        fatal = self._scheduler.take_fatal()
         if fatal is not None:
             self._teardown()
             raise fatal
         _native_guard.drain()  # what the guard refused while it ran
-        if self.escapes:
+        if self._escapes:
             self._teardown()
-            raise self.escapes[0]
-        if self.scheduler.quiescent:
+            raise self._escapes[0]
+        if self._scheduler.quiescent:
             self._finish_quiescent()
-        elif until_ns is not None and self.clock.now_ns < until_ns:
-            self.clock.advance_to(until_ns)
+        elif until_ns is not None and self._clock.now_ns < until_ns:
+            self._clock.advance_to(until_ns)
         self._warn_shared_modules()
         failures = self._new_failures()
         if check and failures:
@@ -630,13 +705,13 @@ class World:
 
     def explain(self, path: str) -> str:
         """Every host's belief about ``path`` beside the server's truth, one line each."""
-        truth = "present" if self.server.exists(path) else "absent"
+        truth = "present" if self._server.exists(path) else "absent"
         lines = [f"{path} at {self.now:.3f} s: server says {truth}"]
         lines.extend(f"  {host.belief(path).format()} [kernel {host.kernel.release}]"
-                     for host in self.hosts.values())
+                     for host in self._hosts.values())
         if truth == "present":  # who holds locks on it, and where they are held
             lines.extend(f"  lock: {line}"
-                         for line in self.locks.describe(self.server.stat(path).fileid))
+                         for line in self._locks.describe(self.server.stat(path).fileid))
         return "\n".join(lines)
 
     def close(self) -> None:
@@ -650,7 +725,7 @@ class World:
         self.close()
 
     def _teardown(self) -> None:
-        self.scheduler.stop_all(self._unsettled)
+        self._scheduler.stop_all(self._unsettled)
 
     # -- faults -----------------------------------------------------------------
 
@@ -658,14 +733,14 @@ class World:
         if self._crashes_scheduled:
             return
         self._crashes_scheduled = True
-        unknown = self.plan.hosts() - set(self.hosts)
+        unknown = self._plan.hosts() - set(self._hosts)
         if unknown:
             raise FaultPlanError(
                 f"the fault plan names unknown hosts {sorted(unknown)}; hosts: "
-                f"{', '.join(self.hosts) or 'none'}")
-        for crash in self.plan.crashes:
-            host = self.hosts[crash.host]
-            self.scheduler.call_at(seconds_to_ns(crash.at, "crash time"),
+                f"{', '.join(self._hosts) or 'none'}")
+        for crash in self._plan.crashes:
+            host = self._hosts[crash.host]
+            self._scheduler.call_at(seconds_to_ns(crash.at, "crash time"),
                                    lambda host=host: self._crash(host))  # type: ignore[misc]
 
     def _crash(self, host: Host) -> None:
@@ -673,10 +748,10 @@ class World:
         unflushed writes are lost, locks stay held (NLM keeps them until reboot)."""
         host.crashed = True
         for process in host.processes:
-            self.scheduler.detach(process, f"host {host.name!r} crashed")
+            self._scheduler.detach(process, f"host {host.name!r} crashed")
         host.client.lose_memory()
-        self.locks.drop_local(host.name)
-        self.trace.record(self.clock.now_ns, host.name, "-", "crash", "", "host down")
+        self._locks.drop_local(host.name)
+        self._trace.record(self._clock.now_ns, host.name, "-", "crash", "", "host down")
 
     def _next_ofd_id(self) -> int:
         """A fresh open-file-description id (one per open(), shared by dup()s)."""
@@ -691,7 +766,7 @@ class World:
     def _on_exit(self, process: Process) -> None:
         error = process.exception()
         outcome = "ok" if error is None else type(error).__name__
-        self.trace.record(self.clock.now_ns, process.host.name, process.name, "exit", "",
+        self._trace.record(self._clock.now_ns, process.host.name, process.name, "exit", "",
                           outcome)
         if error is not None and not isinstance(error, (HostCrashed, ProcessNotFinished)):
             # What the caches and the export held at the failing instant, for
@@ -699,7 +774,7 @@ class World:
             # (a silly-renamed file gone with its last close).
             from ._failure import snapshot
 
-            self.failure_context[(process.host.name, process.name)] = snapshot(
+            self._failure_context[(process.host.name, process.name)] = snapshot(
                 self, process.host.name, process.name, error)
         group = process.group
         if process in group.live_threads:
@@ -709,7 +784,7 @@ class World:
         # The OS process ends: daemon threads die with it, the kernel closes
         # its descriptors (flushing, and removing silly-renamed files).
         for thread in list(group.live_threads):
-            self.scheduler.detach(thread, "its process exited (daemon thread)")
+            self._scheduler.detach(thread, "its process exited (daemon thread)")
         group.live_threads.clear()
         if not host_of(process).crashed:
             process.syscalls.close_all()

@@ -38,16 +38,28 @@ def seconds_to_ns(seconds: float, what: str = "duration") -> int:
 
 
 class VirtualClock:
-    """The world's clock.  Only the scheduler moves it, and only forwards."""
+    """The world's clock.  Only the scheduler moves it, and only forwards.
 
-    __slots__ = ("now_ns",)
+    ``now_ns`` is virtual time since the world began (what the monotonic clocks
+    read); ``wall_ns`` is the one wall-clock rule: ``epoch_ns + now_ns``, what
+    ``time.time_ns()``, ``datetime.now()``, ``uuid1``, ``utime(path)`` and
+    the server's timestamps read inside the world.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("epoch_ns", "now_ns")
+
+    def __init__(self, epoch_ns: int = EPOCH_NS) -> None:
         self.now_ns = 0
+        self.epoch_ns = epoch_ns
 
     @property
     def now(self) -> float:
         return self.now_ns / NS_PER_S
+
+    @property
+    def wall_ns(self) -> int:
+        """Nanoseconds since the Unix epoch on the world's clock (``time.time_ns()``)."""
+        return self.epoch_ns + self.now_ns
 
     def advance_to(self, when_ns: int) -> None:
         if when_ns < self.now_ns:

@@ -197,8 +197,8 @@ class GreenletScheduler(Scheduler):
 
     def _resume(self, process: Process) -> None:
         self.current = process
-        process.state = RUNNING
-        process.started = True
+        process._state = RUNNING
+        process._started = True
         switch_to(process.group.modules)
         self._order = process
         engine = self._engine
@@ -282,10 +282,10 @@ class GreenletScheduler(Scheduler):
             self._switch(strand, engine.hub)
             return
         self.current = following
-        following.state = RUNNING
+        following._state = RUNNING
         switch_to(following.group.modules)
         if following._strand is None:
-            following.started = True
+            following._started = True
             self._order = following
             self._switch(strand, engine.hub)
         else:
@@ -296,8 +296,8 @@ class GreenletScheduler(Scheduler):
         assert strand.engine.hub is not None
         self.current = following
         if following is not None:
-            following.state = RUNNING
-            following.started = True
+            following._state = RUNNING
+            following._started = True
             switch_to(following.group.modules)
         else:
             switch_to(MAIN)

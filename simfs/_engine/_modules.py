@@ -361,7 +361,7 @@ class _OwnCopyLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         process = _tls.process
         if process is not None:
-            process.importing += 1
+            process._importing += 1
         try:
             code = _code_cache.get(self._key)
             if code is None:
@@ -371,7 +371,7 @@ class _OwnCopyLoader(importlib.abc.Loader):
             exec(code, module.__dict__)
         finally:
             if process is not None:
-                process.importing -= 1
+                process._importing -= 1
 
     def _compile(self, module: ModuleType) -> Any:
         loader = self._loader

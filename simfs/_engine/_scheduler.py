@@ -38,6 +38,7 @@ import itertools
 import os
 import random
 from collections.abc import Callable, Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._errors import (
@@ -166,64 +167,144 @@ class Process:
     ``current_thread()``.
     """
 
-    __slots__ = ("_baton", "_error", "_joiners", "_strand", "_value", "_wait_token", "abandoned",
-                 "daemon", "group", "host", "ident", "importing", "kill", "last_call", "name",
-                 "native_id",
-                 "parent", "pid", "scheduler", "started", "state", "syscalls", "target",
-                 "thread", "waiting_on", "woken")
-
-    # The process's syscall layer, set by the world as it adds the process:
-    # the routes reach the simulation through this seam only.
-    syscalls: SyscallSeam
+    __slots__ = ("_abandoned", "_baton", "_daemon", "_error", "_group", "_host", "_ident",
+                 "_importing", "_joiners", "_kill", "_last_call", "_name", "_native_id",
+                 "_parent", "_pid", "_scheduler", "_started", "_state", "_strand", "_syscalls",
+                 "_target", "_value", "_wait_token", "_waiting_on", "_woken", "thread")
 
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Placement,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
                  daemon: bool, native_id: int) -> None:
-        self.scheduler = scheduler
-        self.pid = pid
-        self.native_id = native_id
+        self._scheduler = scheduler
+        self._pid = pid
+        self._native_id = native_id
         # Real idents are pthread_t addresses, never below the kernel's
         # mmap_min_addr (64 KiB); small world-made numbers cannot collide with
         # a real thread's key in threading._active.
-        self.ident = native_id
+        self._ident = native_id
         self.thread: Any = None
-        self.name = name
-        self.host = host
-        self.target = target
-        self.group = group
-        self.parent = parent
-        self.daemon = daemon
-        self.state = NEW
+        self._name = name
+        self._host = host
+        self._target = target
+        self._group = group
+        self._parent = parent
+        self._daemon = daemon
+        self._state = NEW
         self._baton = _thread.allocate_lock()
         self._baton.acquire()
         # The greenlet and saved thread state when a greenlet baton runs it.
         self._strand: Any = None
-        self.started = False
+        self._started = False
         self._wait_token = 0
-        self.woken = False
-        self.waiting_on = ""
-        self.last_call: tuple[str, str] | None = None
-        self.kill: BaseException | None = None
-        self.abandoned = False
+        self._woken = False
+        self._waiting_on = ""
+        self._last_call: tuple[str, str] | None = None
+        self._kill: BaseException | None = None
+        self._abandoned = False
         # Module bodies this process is running now (``_modules``): an import
         # is not a point where another process may run (see yield_running).
-        self.importing = 0
+        self._importing = 0
         self._joiners: list[Process] = []
         self._value: object = None
         self._error: BaseException | None = None
+        # The process's syscall layer, set by the world as it adds the
+        # process: the routes reach the simulation through this seam only.
+        self._syscalls: SyscallSeam
+
+    # -- read-only views: the world and the scheduler set these -----------------
+    # Views over the underscored slots; at run time each is a property over
+    # operator.attrgetter, a C getter: routes read syscalls and kill on every
+    # call, and a Python getter there cost about 5% of a poll's instructions
+    # (bench/bench_core.py --instructions).
+
+    if TYPE_CHECKING:
+        @property
+        def name(self) -> str:
+            """The process's name in traces, beliefs and errors."""
+            ...
+
+        @property
+        def host(self) -> Placement:
+            """The host it runs on."""
+            ...
+
+        @property
+        def pid(self) -> int:
+            """Its process id inside the world (``os.getpid()`` there)."""
+            ...
+
+        @property
+        def native_id(self) -> int:
+            """The kernel's id for this thread (``threading.get_native_id()`` inside)."""
+            ...
+
+        @property
+        def ident(self) -> int:
+            """``threading.get_ident()`` inside this thread."""
+            ...
+
+        @property
+        def parent(self) -> Process | None:
+            """The thread that started this one; None for a process's first thread."""
+            ...
+
+        @property
+        def daemon(self) -> bool:
+            """Whether it is a daemon thread, which the world does not wait for."""
+            ...
+
+        @property
+        def group(self) -> ProcessGroup:
+            """What its threads share: descriptors, working directory, environment, modules."""
+            ...
+
+        @property
+        def syscalls(self) -> SyscallSeam:
+            """Its syscall layer: the one way down for the routes (``simfs/_os/_seam.py``)."""
+            ...
+
+        @property
+        def kill(self) -> BaseException | None:
+            """What stops it at its next call (a crash, the world's teardown), or None."""
+            ...
+
+        @property
+        def last_call(self) -> tuple[str, str] | None:
+            """Its last traced call, as (op, path shown), for error messages."""
+            ...
+
+    else:
+        name = property(attrgetter("_name"), doc="The process's name in traces and errors.")
+        host = property(attrgetter("_host"), doc="The host it runs on.")
+        pid = property(attrgetter("_pid"), doc="Its process id (``os.getpid()`` inside).")
+        native_id = property(attrgetter("_native_id"),
+                             doc="The kernel's id for this thread (``get_native_id()``).")
+        ident = property(attrgetter("_ident"), doc="``threading.get_ident()`` inside.")
+        parent = property(attrgetter("_parent"),
+                          doc="The thread that started this one; None for a first thread.")
+        daemon = property(attrgetter("_daemon"),
+                          doc="Whether it is a daemon thread, which the world does not wait for.")
+        group = property(attrgetter("_group"),
+                         doc="What its threads share: descriptors, cwd, environment, modules.")
+        syscalls = property(attrgetter("_syscalls"),
+                            doc="Its syscall layer: the one way down for the routes.")
+        kill = property(attrgetter("_kill"),
+                        doc="What stops it at its next call (a crash, the teardown), or None.")
+        last_call = property(attrgetter("_last_call"),
+                             doc="Its last traced call, as (op, path shown), for errors.")
 
     def __repr__(self) -> str:
-        return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self.state]}>"
+        return f"<Process {self.name!r} on {self.host.name!r}: {_STATE_NAMES[self._state]}>"
 
     @property
     def done(self) -> bool:
         """Whether the process has finished (returned, raised or was stopped)."""
-        return self.state == DONE
+        return self._state == DONE
 
     @property
     def active(self) -> bool:
         """Whether the process may still run: neither finished nor detached for good."""
-        return self.state != DONE and self.state != DETACHED
+        return self._state != DONE and self._state != DETACHED
 
     def group_random(self) -> random.Random:
         """The seeded generator behind os.urandom and the random module in this process."""
@@ -231,9 +312,10 @@ class Process:
 
     def describe(self) -> str:
         """One line for error messages: who, where, doing what."""
-        last = "none" if self.last_call is None else f"{self.last_call[0]}({self.last_call[1]!r})"
-        waiting = f", waiting on {self.waiting_on}" if self.waiting_on else ""
-        return (f"{self.name!r} on host {self.host.name!r} ({_STATE_NAMES[self.state]}"
+        call = self._last_call
+        last = "none" if call is None else f"{call[0]}({call[1]!r})"
+        waiting = f", waiting on {self._waiting_on}" if self._waiting_on else ""
+        return (f"{self.name!r} on host {self.host.name!r} ({_STATE_NAMES[self._state]}"
                 f"{waiting}; last call {last})")
 
     def result(self) -> object:
@@ -243,7 +325,7 @@ class Process:
             ProcessNotFinished: the process has not ended yet.
             BaseException: whatever the callable raised, re-raised.
         """
-        if self.state != DONE:
+        if self._state != DONE:
             raise ProcessNotFinished(f"process {self.describe()} has not finished")
         if self._error is not None:
             raise self._error
@@ -261,7 +343,7 @@ class Process:
 
     def exception(self) -> BaseException | None:
         """What the callable raised, or None; raises if it has not finished."""
-        if self.state != DONE:
+        if self._state != DONE:
             raise ProcessNotFinished(f"process {self.describe()} has not finished")
         return self._error
 
@@ -316,8 +398,8 @@ class Scheduler:
     def checkpoint(self) -> Process:
         """The running process, after honouring a pending kill."""
         process: Process = routing.process
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         return process
 
     def yield_now(self) -> None:
@@ -331,20 +413,20 @@ class Scheduler:
         thread-local would cost as much as the yield itself when nothing
         else is runnable.
         """
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         self.progress += 1
         if self.progress > self.max_events:
             self._stop_runaway(process)
         if not self.runnable and not (self.timers and self.timers[0][0] <= self.clock.now_ns):
             return
-        if process.importing:
+        if process._importing:
             # Python's import locks are real locks, one per module name for
             # the whole interpreter: a second process importing the same
             # name while this one runs its body would wait on one for real.
             # A module body's syscalls run, but nothing else runs between them.
             return
-        process.state = RUNNABLE
+        process._state = RUNNABLE
         self.runnable.append(process)
         self._dispatch(process)
 
@@ -356,8 +438,8 @@ class Scheduler:
 
     def sleep_running(self, process: Process, seconds_ns: int) -> None:
         """``sleep`` for the running process the caller already holds."""
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         self.sleep_until_running(process, self.clock.now_ns + seconds_ns)
 
     def sleep_until_running(self, process: Process, when_ns: int) -> None:
@@ -379,7 +461,7 @@ class Scheduler:
             clock.now_ns = when_ns
             process._wait_token += 2  # as the push and the firing would
             return
-        process.state = SLEEPING
+        process._state = SLEEPING
         process._wait_token += 1
         heapq.heappush(timers, (when_ns, next(self._seq), process, process._wait_token))
         self._dispatch(process)
@@ -390,16 +472,16 @@ class Scheduler:
         self.progress += 1
         if self.progress > self.max_events:
             self._stop_runaway(process)
-        process.state = BLOCKED
-        process.woken = False
-        process.waiting_on = waiting_on
+        process._state = BLOCKED
+        process._woken = False
+        process._waiting_on = waiting_on
         process._wait_token += 1
         if deadline_ns is not None:
             heapq.heappush(self.timers, (deadline_ns, next(self._seq), process,
                                          process._wait_token))
         self._dispatch(process)
-        process.waiting_on = ""
-        return process.woken
+        process._waiting_on = ""
+        return process._woken
 
     def _stop_runaway(self, process: Process) -> None:
         """Stop the whole run: it passed ``max_events`` scheduling events.
@@ -410,7 +492,7 @@ class Scheduler:
         in its loop would keep it spinning); it parks, ``run()`` raises, and
         teardown unwinds it like every other unfinished process.
         """
-        active = [p for p in self.processes if p.state not in (DONE, DETACHED)]
+        active = [p for p in self.processes if p._state not in (DONE, DETACHED)]
         shown = "; ".join(p.describe() for p in active[:10])
         if len(active) > 10:
             shown += f"; and {len(active) - 10} more"
@@ -420,17 +502,17 @@ class Scheduler:
             f"waits for something that never happens? Still active: {shown}. Pass "
             "run(until=...) to stop at a virtual time, or raise World(max_events=...)")
         self._pass(None, process)
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
 
     def add(self, process: Process) -> None:
         """A new process: runnable now, it starts when the scheduler picks it."""
-        process.state = RUNNABLE
+        process._state = RUNNABLE
         self.runnable.append(process)
 
     def join(self, process: Process, child: Process, deadline_ns: int | None) -> None:
         """Block ``process`` (the running one) until ``child`` ends or ``deadline_ns`` passes."""
-        while child.state not in (DONE, DETACHED):
+        while child._state not in (DONE, DETACHED):
             child._joiners.append(process)
             if not self.block(f"join of {child.name!r}", deadline_ns):
                 if process in child._joiners:
@@ -439,11 +521,11 @@ class Scheduler:
 
     def wake(self, process: Process) -> None:
         """Make a blocked process runnable at the current instant."""
-        if process.state != BLOCKED:
+        if process._state != BLOCKED:
             return
-        process.state = RUNNABLE
+        process._state = RUNNABLE
         process._wait_token += 1
-        process.woken = True
+        process._woken = True
         self.runnable.append(process)
 
     def call_at(self, when_ns: int, callback: Callable[[], None]) -> None:
@@ -453,11 +535,11 @@ class Scheduler:
 
     def detach(self, process: Process, reason: str) -> None:
         """Take a process out of scheduling for good (it is unwound at teardown)."""
-        if process.state in (DONE, DETACHED):
+        if process._state in (DONE, DETACHED):
             return
-        if process.state == RUNNABLE:
+        if process._state == RUNNABLE:
             self.runnable.remove(process)
-        process.state = DETACHED
+        process._state = DETACHED
         process._wait_token += 1
         if process._error is None:
             process._error = HostCrashed(f"process {process.name!r} stopped: {reason}")
@@ -508,15 +590,15 @@ class Scheduler:
         """A process's timer whose wait already ended (woken, or waiting anew)."""
         target, token = timer[2], timer[3]
         return isinstance(target, Process) and (
-            target._wait_token != token or target.state not in (SLEEPING, BLOCKED))
+            target._wait_token != token or target._state not in (SLEEPING, BLOCKED))
 
     def _fire_due(self, now: int) -> None:
         timers = self.timers
         while timers and timers[0][0] <= now:
             _, _, target, token = heapq.heappop(timers)
             if isinstance(target, Process):
-                if target._wait_token == token and target.state in (SLEEPING, BLOCKED):
-                    target.state = RUNNABLE
+                if target._wait_token == token and target._state in (SLEEPING, BLOCKED):
+                    target._state = RUNNABLE
                     target._wait_token += 1
                     self.runnable.append(target)
             else:
@@ -537,17 +619,17 @@ class Scheduler:
 
     def _resume(self, process: Process) -> None:
         self.current = process
-        process.state = RUNNING
+        process._state = RUNNING
         switch_to(process.group.modules)
-        if process.started:
+        if process._started:
             process._baton.release()
         else:
-            process.started = True
+            process._started = True
             thread_starter(self._thread_body, (process,))
 
     def _hand_on(self, process: Process | None, caller: Process | None = None) -> None:
         if process is None:
-            if caller is not None and caller.abandoned:
+            if caller is not None and caller._abandoned:
                 return  # teardown stopped waiting for this thread long ago
             self.current = None
             switch_to(MAIN)
@@ -558,11 +640,11 @@ class Scheduler:
     def _dispatch(self, process: Process) -> None:
         following = self._pick(on_main=False)
         if following is process:
-            process.state = RUNNING
+            process._state = RUNNING
             return
         self._pass(following, process)
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
 
     def _pass(self, following: Process | None, caller: Process) -> None:
         """Hand the baton to ``following`` (None: the thread that runs the world).
@@ -590,14 +672,14 @@ class Scheduler:
     def _bootstrap(self, process: Process) -> None:
         routing.process = process
         try:
-            if process.kill is not None:
-                raise process.kill
-            process._value = process.target()
+            if process._kill is not None:
+                raise process._kill
+            process._value = process._target()
         except BaseException as error:  # the process's own failure, kept for result()
-            if process.kill is None and isinstance(error, SystemExit) \
+            if process._kill is None and isinstance(error, SystemExit) \
                     and exit_status(error.code) == 0:
                 pass  # sys.exit(0), sys.exit(): a process that succeeded
-            elif process.kill is None:
+            elif process._kill is None:
                 process._error = error
             elif process._error is None:
                 # Stopped by the world: whatever the unwinding raised (ProcessKilled,
@@ -606,7 +688,7 @@ class Scheduler:
                     f"process {process.name!r} was stopped before it finished")
         finally:
             routing.process = None
-        process.state = DONE
+        process._state = DONE
         try:
             self.on_exit(process)
         except BaseException as error:
@@ -668,8 +750,8 @@ class Scheduler:
             name, host, last = "?", "?", "none"
             if stuck is not None:
                 name, host = stuck.name, stuck.host.name
-                if stuck.last_call is not None:
-                    last = f"{stuck.last_call[0]}({stuck.last_call[1]!r})"
+                if stuck._last_call is not None:
+                    last = f"{stuck._last_call[0]}({stuck._last_call[1]!r})"
             self.broken = BlockedOutsideSimulation(name, host, last, timeout)
             self._stuck(stuck)
             raise self.broken
@@ -684,21 +766,21 @@ class Scheduler:
         self.closing = True
         pending = []
         for process in processes:
-            if process.state == DONE:
+            if process._state == DONE:
                 continue
-            if not process.started:
-                process.state = DONE
+            if not process._started:
+                process._state = DONE
                 if process._error is None:
                     process._error = ProcessNotFinished(f"process {process.name!r} never ran")
                 continue
-            process.kill = ProcessKilled()
+            process._kill = ProcessKilled()
             pending.append(process)
         for _ in range(_STOP_ROUNDS):
-            pending = [process for process in pending if process.state != DONE]
+            pending = [process for process in pending if process._state != DONE]
             if not pending:
                 break
             for process in pending:
-                if process.state == DONE:
+                if process._state == DONE:
                     continue
                 if not self._resumable():
                     break
@@ -706,13 +788,13 @@ class Scheduler:
                 if not self._main_baton.acquire(timeout=self.step_timeout):
                     # It ignores the kill (a bare except around a loop) or is
                     # blocked on something real: leave its daemon thread behind.
-                    process.abandoned = self.abandoned_any = True
-                    process.state = DONE
+                    process._abandoned = self.abandoned_any = True
+                    process._state = DONE
                     self._stuck(process)
         for process in pending:
-            if process.state != DONE:
-                process.abandoned = self.abandoned_any = True
-                process.state = DONE
+            if process._state != DONE:
+                process._abandoned = self.abandoned_any = True
+                process._state = DONE
         self.runnable.clear()
         self.timers.clear()
         self.closing = False
@@ -735,6 +817,6 @@ class Scheduler:
         cancelled tasks): it waits here until teardown resumes it again.
         """
         process: Process = routing.process
-        process.state = BLOCKED
+        process._state = BLOCKED
         self._pass(None, process)
 

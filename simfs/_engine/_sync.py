@@ -36,7 +36,7 @@ def _deadline(process: Process, blocking: bool, timeout: float) -> int | None:
         return None
     if timeout < 0:
         raise ValueError("timeout value must be a non-negative number")
-    return process.scheduler.clock.now_ns + seconds_to_ns(timeout, "timeout")
+    return process._scheduler.clock.now_ns + seconds_to_ns(timeout, "timeout")
 
 
 class SimLock:
@@ -68,7 +68,7 @@ class SimLock:
         if not blocking:
             return False
         self._waiters.append(process)
-        if process.scheduler.block("a Lock", deadline):
+        if process._scheduler.block("a Lock", deadline):
             return True  # release() handed the lock over and woke this process
         if process not in self._waiters:
             # The timeout fired and, at the same virtual instant, before this
@@ -87,7 +87,7 @@ class SimLock:
         if self._waiters:
             following = self._waiters.popleft()
             self._holder = following
-            following.scheduler.wake(following)
+            following._scheduler.wake(following)
         else:
             self._holder = None
 

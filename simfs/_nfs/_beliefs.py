@@ -67,11 +67,11 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
         cached = client.attrs.get(fileid)
         if cached is None:
             return f"no attributes of {name} are cached; the next stat asks (GETATTR)"
-        expires = cached.read_ns + cached.timeo_ns
-        if now_ns >= expires:
-            option = client._timeout_option(cached.timeo_ns, cached.attrs.is_dir)
+        if not cached.valid_at(now_ns):
+            option = cached.lifetime_option(client.options)
             return (f"the cached attributes of {name} expired ({option}); the next stat "
                     "asks the server (GETATTR)")
+        expires = cached.expires_ns
         until_ns = expires if until_ns is None else min(until_ns, expires)
         return None
 
@@ -91,8 +91,8 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
         verdict = client.verdict(directory, name)
         where = f"for {name!r} in {walked}"
         if verdict == NEGATIVE:
-            option = client._timeout_option(cached.timeo_ns, True)
-            expires = cached.read_ns + cached.timeo_ns
+            option = cached.lifetime_option(client.options)
+            expires = cached.expires_ns
             end = expires if until_ns is None else min(until_ns, expires)
             return Belief(host, path, "absent", f"negative dentry {where}, trusted while "
                           f"{walked}'s cached attributes are valid ({option})", _seconds(end))
@@ -101,7 +101,7 @@ def belief(client: NfsClient, host: str, export: str, path: str, now_ns: int) ->
             if verdict == NO_NEGATIVE:
                 reason = f"lookupcache={client.options.lookupcache} {reason}"
             return Belief(host, path, "unknown", f"{where}: {reason}", None)
-        expires = cached.read_ns + cached.timeo_ns
+        expires = cached.expires_ns
         until_ns = expires if until_ns is None else min(until_ns, expires)
         walked = f"{walked}/{name}"
         why = attrs_valid(verdict, walked)

@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from .._engine._clock import VirtualClock
+from .._engine._clock import NS_PER_S, VirtualClock
 from .._errors import simulated_oserror
 from ._dirops import DirectoryOps, Pin
 from ._fsstat import FsStat
@@ -76,6 +76,35 @@ class CachedAttrs:
         self.verifier = 0
         self.listing: list[tuple[str, Attrs]] | None = None
         self.listing_change = -1
+
+    # The one attribute-validity rule, used by getattr, the lookup's verdict,
+    # the cached walk and Host.belief: the attributes serve a stat while
+    # ``read_ns <= now < read_ns + timeo_ns`` (``nfs_attribute_timeout``,
+    # fs/nfs/inode.c); time only moves forward, so the lower bound holds.
+
+    def valid_at(self, now_ns: int) -> bool:
+        """Whether these attributes still serve a stat at ``now_ns`` without a GETATTR."""
+        return now_ns - self.read_ns < self.timeo_ns
+
+    @property
+    def expires_ns(self) -> int:
+        """The first virtual time at which ``valid_at`` is false."""
+        return self.read_ns + self.timeo_ns
+
+    def lifetime_option(self, options: MountOptions) -> str:
+        """Which mount option set ``timeo_ns``, for explanations."""
+        if options.noac:
+            return "noac"
+        is_dir = self.attrs.is_dir
+        low, high = ((options.acdirmin, options.acdirmax) if is_dir
+                     else (options.acregmin, options.acregmax))
+        prefix = "acdir" if is_dir else "acreg"
+        seconds = self.timeo_ns / NS_PER_S
+        if seconds <= low:
+            return f"{prefix}min={low}"
+        if seconds >= high:
+            return f"{prefix}max={high}"
+        return f"{seconds:g} s, doubled from {prefix}min={low} while unchanged"
 
 
 # A CachedAttrs.read_ns that no timeout reaches: the attributes are marked
@@ -248,8 +277,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
                 checks ``NFS_STALE`` first).
         """
         cached = self.attrs.get(fileid)
-        if (cached is not None and not force
-                and self.clock.now_ns - cached.read_ns < cached.timeo_ns):
+        if cached is not None and not force and cached.valid_at(self.clock.now_ns):
             return cached.attrs
         if fileid in self.stale:
             raise simulated_oserror(errno.ESTALE)

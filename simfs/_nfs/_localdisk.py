@@ -45,9 +45,8 @@ _OPTIONS = MountOptions.parse("vers=3,noac,lookupcache=none")  # frozen: one for
 class LocalDisk(Server):
     """One local filesystem's tree: a ``Server`` whose every open is held on it."""
 
-    def __init__(self, clock: VirtualClock, epoch_ns: int, number: int,
-                 total_bytes: int) -> None:
-        super().__init__(clock, epoch_ns, first_fileid=number * FILEID_SPAN)
+    def __init__(self, clock: VirtualClock, number: int, total_bytes: int) -> None:
+        super().__init__(clock, first_fileid=number * FILEID_SPAN)
         self.total_bytes = total_bytes
 
     def fsstat(self) -> FsStat:

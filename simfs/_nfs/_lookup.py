@@ -138,7 +138,7 @@ class LookupOps:
         ``NEGATIVE``/``CREATE_NEGATIVE`` (ENOENT from cache), ``REVALIDATE``
         (GETATTR the directory first), or one of the codes that mean a
         LOOKUP (``REASONS`` says why).  A trusted entry lasts while the
-        directory's cached attributes do (``read_ns + timeo_ns``).
+        directory's cached attributes do (``CachedAttrs.valid_at``).
         """
         options = self.options
         entries = self.dentries.get(dir_id)
@@ -158,24 +158,9 @@ class LookupOps:
         cached = self.attrs.get(dir_id)
         if cached is None or cached.verifier != verifier:
             return UNVERIFIED
-        if not parent_fresh and self.clock.now_ns - cached.read_ns >= cached.timeo_ns:
+        if not parent_fresh and not cached.valid_at(self.clock.now_ns):
             return REVALIDATE
         return NEGATIVE if fileid is None else fileid
-
-    def _timeout_option(self, timeo_ns: int, is_dir: bool) -> str:
-        """Which mount option sets a cache lifetime, for explanations."""
-        options = self.options
-        if options.noac:
-            return "noac"
-        low, high = ((options.acdirmin, options.acdirmax) if is_dir
-                     else (options.acregmin, options.acregmax))
-        prefix = "acdir" if is_dir else "acreg"
-        seconds = timeo_ns / 1_000_000_000
-        if seconds <= low:
-            return f"{prefix}min={low}"
-        if seconds >= high:
-            return f"{prefix}max={high}"
-        return f"{seconds:g} s, doubled from {prefix}min={low} while unchanged"
 
     def lookup(self, dir_id: int, name: str, intent: int = 0) -> Attrs:
         """Resolve one name in a directory, from cache or with a LOOKUP.
@@ -307,15 +292,15 @@ class LookupOps:
         """``cached_walk``'s answer, and until when it stands unless a cache changes.
 
         Every answer rests on the cached attributes it read; it stands until
-        the first of them expires (``read_ns + timeo_ns``), or until the
+        the first of them expires (``CachedAttrs.expires_ns``), or until the
         caches change (``cache_epoch``), whichever comes first.
         """
         if components and (components[0] == UP_FROM_START or components[-1] in LAST_MARKERS):
             return None, 0
         cached = self.attrs.get(start)
-        if cached is None or now - cached.read_ns >= cached.timeo_ns:
+        if cached is None or not cached.valid_at(now):
             return None, 0  # getattr would send a GETATTR
-        expires_ns = cached.read_ns + cached.timeo_ns
+        expires_ns = cached.expires_ns
         attrs = cached.attrs
         last = len(components) - 1
         access = self.access
@@ -331,9 +316,9 @@ class LookupOps:
             if verdict.__class__ is not int:
                 return None, 0  # a LOOKUP or a revalidating GETATTR
             cached = self.attrs.get(verdict)
-            if cached is None or now - cached.read_ns >= cached.timeo_ns:
+            if cached is None or not cached.valid_at(now):
                 return None, 0
-            expires_ns = min(expires_ns, cached.read_ns + cached.timeo_ns)
+            expires_ns = min(expires_ns, cached.expires_ns)
             attrs = cached.attrs
             if attrs.kind == LINK and (follow or index < last):
                 return None, 0  # the general walk follows links (fs/namei.c)

@@ -181,9 +181,8 @@ class Inode:
 class Server:
     """The exported filesystem; every method is one NFSv3 procedure's effect."""
 
-    def __init__(self, clock: VirtualClock, epoch_ns: int, first_fileid: int = 2) -> None:
+    def __init__(self, clock: VirtualClock, first_fileid: int = 2) -> None:
         self._clock = clock
-        self._epoch_ns = epoch_ns
         self._next_fileid = first_fileid
         self._change = 0
         self.inodes: dict[int, Inode] = {}
@@ -196,7 +195,7 @@ class Server:
     # -- bookkeeping -------------------------------------------------------
 
     def _now(self) -> int:
-        return self._epoch_ns + self._clock.now_ns
+        return self._clock.wall_ns
 
     def _new_inode(self, kind: str, mode: int) -> Inode:
         self._change += 1

@@ -16,13 +16,14 @@ from .._engine._clock import NS_PER_S
 from .._errors import simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._locks import INFINITY
-from ._files import OpenFile, allocate_fd, lookup_fd
+from ._files import DescriptorReads, OpenFile, allocate_fd, lookup_fd
 from ._namei import PathWalk
 from ._seam import PathArg as PathArg
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from .._engine._scheduler import Process, ProcessGroup, Scheduler
+    from .._engine._trace import Trace
     from .._nfs._client import NfsClient
     from .._nfs._server import Attrs
     from ._context import SyscallHost, SyscallWorld
@@ -32,7 +33,7 @@ T = TypeVar("T")
 _TMPFILE = getattr(os, "O_TMPFILE", 0)
 
 
-class FileCalls(PathWalk):
+class FileCalls(PathWalk, DescriptorReads[OpenFile]):
     """open/close/read/write/fsync/lseek/ftruncate/sendfile/dup and flock/lockf."""
 
     _world: SyscallWorld
@@ -41,6 +42,7 @@ class FileCalls(PathWalk):
     _client: NfsClient
     _scheduler: Scheduler
     _clock: VirtualClock
+    _trace: Trace
     _fds: dict[int, OpenFile]
     _group: ProcessGroup
     _mount_ref: object
@@ -140,13 +142,13 @@ class FileCalls(PathWalk):
         self._run("close", open_file.path, lambda: self._close(open_file))
 
     def _close(self, open_file: OpenFile) -> None:
-        locks = self._world.locks
+        locks = self._world._locks
         # Closing any descriptor drops the process's POSIX locks on the file.
         locks.release_owner(self._posix_owner(), open_file.fileid)
         if open_file.refs > 0:
             return
         locks.release_owner(("flock", open_file.ofd_id))
-        faults = self._world.faults
+        faults = self._world._faults
         delay = 0.0 if faults is None else faults.close_delay(self._host.name, open_file.path)
         if delay:
             self._scheduler.call_at(self._clock.now_ns + round(delay * NS_PER_S),
@@ -170,7 +172,7 @@ class FileCalls(PathWalk):
                 release_file(self._client, open_file)
             except OSError as error:
                 outcome = f"errno {error.errno}"
-        self._world.trace.record(self._clock.now_ns, self._host.name, self._process.name,
+        self._trace.record(self._clock.now_ns, self._host.name, self._process._name,
                                  "close-landed", open_file.path, outcome, tuple(rpcs))
 
     def dup(self, fd: int) -> int:
@@ -184,9 +186,9 @@ class FileCalls(PathWalk):
         if open_file is None:
             return
         open_file.refs -= 1
-        self._world.locks.release_owner(self._posix_owner(), open_file.fileid)
+        self._world._locks.release_owner(self._posix_owner(), open_file.fileid)
         if open_file.refs == 0:
-            self._world.locks.release_owner(("flock", open_file.ofd_id))
+            self._world._locks.release_owner(("flock", open_file.ofd_id))
             try:
                 release_file(self._client, open_file)
             except OSError:
@@ -197,30 +199,12 @@ class FileCalls(PathWalk):
         descriptors = sorted(self._fds)
         for fd in descriptors:
             self.close_quietly(fd)
-        self._world.locks.release_owner(self._posix_owner())
+        self._world._locks.release_owner(self._posix_owner())
         return len(descriptors)
 
     # -- data -------------------------------------------------------------------
 
-    def read(self, fd: int, length: int) -> bytes:
-        open_file = self._file(fd)
-        return self._run("read", open_file.path, lambda: self._read(open_file, length, None))
-
-    def pread(self, fd: int, length: int, offset: int) -> bytes:
-        if offset < 0:
-            raise simulated_oserror(errno.EINVAL)  # ksys_pread64, before the descriptor
-        open_file = self._file(fd)
-        return self._run("read", open_file.path, lambda: self._read(open_file, length, offset))
-
-    def readinto(self, fd: int, buffer: memoryview) -> int:
-        open_file = self._file(fd)
-
-        def effect() -> int:
-            data = self._read(open_file, len(buffer), None)
-            buffer[:len(data)] = data
-            return len(data)
-
-        return self._run("read", open_file.path, effect)
+    # read, pread and readinto: DescriptorReads, over this _read.
 
     def _read(self, open_file: OpenFile, length: int, offset: int | None) -> bytes:
         if not open_file.readable:
@@ -268,7 +252,7 @@ class FileCalls(PathWalk):
         if payload:
             client.write_data(fileid, start, payload, readable=open_file.readable,
                               sync=open_file.sync,
-                              locks=self._world.locks.host_locks(fileid, self._host.name))
+                              locks=self._world._locks.host_locks(fileid, self._host.name))
         if offset is None:
             open_file.pos = start + len(payload)
         return len(payload)
@@ -358,12 +342,12 @@ class FileCalls(PathWalk):
         def effect() -> str:
             kind = operation & ~_LOCK_NB
             if kind == _LOCK_UN:
-                self._world.locks.unlock(open_file.fileid, owner)
+                self._world._locks.unlock(open_file.fileid, owner)
                 return "LOCK_UN"
             if kind not in (_LOCK_SH, _LOCK_EX):
                 raise simulated_oserror(errno.EINVAL)
             local = self._client.options.local_lock_reason("flock")
-            delayed = self._world.locks.lock(
+            delayed = self._world._locks.lock(
                 open_file.fileid, owner, 0, INFINITY, exclusive=kind == _LOCK_EX,
                 wait=not operation & _LOCK_NB, what=open_file.path, host=self._host.name,
                 kernel=self._client.kernel, local=local, kind="flock")
@@ -379,7 +363,7 @@ class FileCalls(PathWalk):
         def effect() -> str:
             first, end = self._lock_range(open_file, length, start, whence)
             kind = command & ~_LOCK_NB
-            locks = self._world.locks
+            locks = self._world._locks
             if kind == _LOCK_UN:
                 locks.unlock(open_file.fileid, self._posix_owner(), first, end)
                 return "LOCK_UN"
@@ -435,7 +419,7 @@ class FileCalls(PathWalk):
         def effect() -> str:
             first, end = self._lock_range(open_file, length, 0, os.SEEK_CUR)
             local = self._client.options.local_lock_reason("posix") is not None
-            locked = self._world.locks.conflicts(open_file.fileid, self._posix_owner(),
+            locked = self._world._locks.conflicts(open_file.fileid, self._posix_owner(),
                                                  first, end, exclusive=False,
                                                  host=self._host.name, local=local)
             return "F_TEST: locked" if locked else "F_TEST: unlocked"

@@ -10,7 +10,8 @@ from __future__ import annotations
 import errno
 import os
 import platform
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from .._errors import simulated_oserror
 
@@ -91,3 +92,45 @@ def lookup_fd(table: dict[int, OpenFile], fd: int) -> OpenFile:
     if open_file is None:
         raise simulated_oserror(errno.EBADF)
     return open_file
+
+
+F = TypeVar("F", bound=OpenFile)
+T = TypeVar("T")
+
+
+class DescriptorReads(Generic[F]):
+    """read, pread and readinto, one shape for every filesystem's open files.
+
+    A filesystem's calls (the export's and local disks' ``FileCalls``, the
+    real machine's ``MachineFiles``) say how to find an open file, how to
+    read from it and how a call is traced; the three calls are these.
+    """
+
+    def _file(self, fd: int) -> F:
+        raise NotImplementedError
+
+    def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None) -> T:
+        raise NotImplementedError
+
+    def _read(self, open_file: F, length: int, offset: int | None) -> bytes:
+        raise NotImplementedError
+
+    def read(self, fd: int, length: int) -> bytes:
+        open_file = self._file(fd)
+        return self._run("read", open_file.path, lambda: self._read(open_file, length, None))
+
+    def pread(self, fd: int, length: int, offset: int) -> bytes:
+        if offset < 0:
+            raise simulated_oserror(errno.EINVAL)  # ksys_pread64, before the descriptor
+        open_file = self._file(fd)
+        return self._run("read", open_file.path, lambda: self._read(open_file, length, offset))
+
+    def readinto(self, fd: int, buffer: memoryview) -> int:
+        open_file = self._file(fd)
+
+        def effect() -> int:
+            data = self._read(open_file, len(buffer), None)
+            buffer[:len(data)] = data
+            return len(data)
+
+        return self._run("read", open_file.path, effect)

@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from .._engine._scheduler import routing
 from .._errors import SimulationEscape, errno_name, simulated_oserror
 from ._dirent import SimDirEntry, SimScandirIterator
-from ._files import OpenFile, allocate_fd, lookup_fd, status_flags
+from ._files import DescriptorReads, OpenFile, allocate_fd, lookup_fd, status_flags
+from ._namei import path_text
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -143,7 +144,7 @@ def is_identity(text: str) -> bool:
 
 def machine_seen(world: object) -> dict[str, tuple[int, ...] | None]:
     """The identity of every real path the world has looked at (None: absent)."""
-    seen: dict[str, tuple[int, ...] | None] = world.__dict__.setdefault("machine_seen", {})
+    seen: dict[str, tuple[int, ...] | None] = world.__dict__.setdefault("_machine_seen", {})
     return seen
 
 
@@ -183,7 +184,7 @@ def _outcome(result: object) -> str:
     return "ok (machine)"
 
 
-class MachineFiles:
+class MachineFiles(DescriptorReads[MachineFile]):
     """One process's read-only view of the real machine's files."""
 
     def __init__(self, world: SyscallWorld, host: SyscallHost, process: Process,
@@ -211,12 +212,12 @@ class MachineFiles:
     def _event(self, op: str, shown: str, outcome: str) -> None:
         process = self._process
         shown = portable(shown)
-        process.last_call = (op, shown)
-        self._world.trace.record(self._world.clock.now_ns, self._host.name, process.name,
+        process._last_call = (op, shown)
+        self._world.trace.record(self._world._clock.now_ns, self._host.name, process.name,
                                  op, shown, outcome)
-        self._world.scheduler.yield_running(process)
+        self._world._scheduler.yield_running(process)
 
-    def _call(self, op: str, shown: str, effect: Callable[[], T], path: object = None) -> T:
+    def _run(self, op: str, shown: str, effect: Callable[[], T], path: object = None) -> T:
         process = self._process
         if process.kill is not None:
             raise process.kill
@@ -233,7 +234,7 @@ class MachineFiles:
 
     def escape(self, what: str) -> SimulationEscape:
         error = SimulationEscape(self._process.name, self._host.name, what)
-        self._world.escapes.append(error)
+        self._world._escapes.append(error)
         return error
 
     def _refuse_change(self, call: str, path: object) -> SimulationEscape:
@@ -284,13 +285,7 @@ class MachineFiles:
 
     def absolute(self, path: PathArg, dir_fd: int | None = None) -> str:
         """``path`` as an absolute, normalised text path (relative: from the cwd)."""
-        text = os.fspath(path)
-        if isinstance(text, bytes):
-            text = os.fsdecode(text)
-        if not text:
-            raise simulated_oserror(errno.ENOENT, os.fspath(path))
-        if "\x00" in text:
-            raise ValueError("embedded null byte")
+        text = path_text(os.fspath(path))
         if not text.startswith("/"):
             base = self._group.cwd if dir_fd is None else lookup_fd(self._fds, dir_fd).path
             text = base + "/" + text
@@ -311,7 +306,7 @@ class MachineFiles:
             return self.fstat(path)
         text = self._readable("os.stat", path, dir_fd)
         self._lookup(text)
-        return self._call("stat" if follow_symlinks else "lstat", text,
+        return self._run("stat" if follow_symlinks else "lstat", text,
                           lambda: self._real(os.stat, text, follow_symlinks=follow_symlinks),
                           path)
 
@@ -322,13 +317,13 @@ class MachineFiles:
         # W_OK is False, as on a read-only mount: nothing outside the
         # simulated mounts may be written (the answer a program that looks
         # for a writable directory needs to move on to one).
-        return self._call("access", text, lambda: not mode & os.W_OK and self._real(
+        return self._run("access", text, lambda: not mode & os.W_OK and self._real(
             os.access, text, mode, follow_symlinks=follow_symlinks), path)
 
     def readlink(self, path: PathArg, *, dir_fd: int | None = None) -> str | bytes:
         text = self._readable("os.readlink", path, dir_fd)
         self._lookup(text)
-        target: str = self._call("readlink", text, lambda: self._real(os.readlink, text), path)
+        target: str = self._run("readlink", text, lambda: self._real(os.readlink, text), path)
         return os.fsencode(target) if isinstance(os.fspath(path), bytes) else target
 
     def listdir(self, path: PathArg | int = ".") -> list[str] | list[bytes]:
@@ -336,7 +331,7 @@ class MachineFiles:
             path = self._file(path).path
         text = self._readable("os.listdir", path)
         self._lookup(text)
-        names: list[str] = self._call("listdir", text, lambda: self._real(os.listdir, text),
+        names: list[str] = self._run("listdir", text, lambda: self._real(os.listdir, text),
                                       path)
         if isinstance(os.fspath(path), bytes):
             return [os.fsencode(name) for name in names]
@@ -353,7 +348,7 @@ class MachineFiles:
                 return list(iterator)
 
         # os.DirEntry's own methods are C and stat the real file directly.
-        found = self._call("scandir", text, lambda: self._real(entries), path)
+        found = self._run("scandir", text, lambda: self._real(entries), path)
         if isinstance(os.fspath(path), bytes):
             with_bytes = self._real(lambda: list(os.scandir(os.fsencode(text))))
             return SimScandirIterator(cast(list[SimDirEntry], with_bytes))
@@ -376,7 +371,7 @@ class MachineFiles:
             self._group.cwd = text
             self._group.cwd_id = None
 
-        self._call("chdir", text, effect, None if isinstance(path, int) else path)
+        self._run("chdir", text, effect, None if isinstance(path, int) else path)
 
     # -- descriptors ------------------------------------------------------------------
 
@@ -413,7 +408,7 @@ class MachineFiles:
             fd = allocate_fd(self._fds, open_file)
             return fd
 
-        fd: int = self._call("open", text, effect, path)
+        fd: int = self._run("open", text, effect, path)
         return fd
 
     def _open_null(self, flags: int) -> int:
@@ -441,13 +436,13 @@ class MachineFiles:
             open_file.flags = status_flags(flags & (os.O_ACCMODE | os.O_APPEND | os.O_NONBLOCK))
             return allocate_fd(self._fds, open_file)
 
-        fd: int = self._call("open", _NULL, effect, _NULL)
+        fd: int = self._run("open", _NULL, effect, _NULL)
         return fd
 
     def close(self, fd: int) -> None:
         open_file = self._file(fd)
         del self._fds[fd]
-        self._call("close", open_file.path, lambda: self._release(open_file))
+        self._run("close", open_file.path, lambda: self._release(open_file))
 
     def close_quietly(self, fd: int) -> None:
         open_file = self._fds.pop(fd, None)
@@ -466,7 +461,7 @@ class MachineFiles:
 
     def fstat(self, fd: int) -> os.stat_result:
         open_file = self._file(fd)
-        return self._call("fstat", open_file.path, lambda: self._fstat(open_file))
+        return self._run("fstat", open_file.path, lambda: self._fstat(open_file))
 
     def _fstat(self, open_file: MachineFile) -> os.stat_result:
         found = self._real(os.fstat, open_file.real_fd)
@@ -493,26 +488,7 @@ class MachineFiles:
             open_file.pos = start + len(data)
         return data
 
-    def read(self, fd: int, length: int) -> bytes:
-        open_file = self._file(fd)
-        return self._call("read", open_file.path, lambda: self._read(open_file, length, None))
-
-    def pread(self, fd: int, length: int, offset: int) -> bytes:
-        if offset < 0:
-            raise simulated_oserror(errno.EINVAL)
-        open_file = self._file(fd)
-        return self._call("read", open_file.path,
-                          lambda: self._read(open_file, length, offset))
-
-    def readinto(self, fd: int, buffer: memoryview) -> int:
-        open_file = self._file(fd)
-
-        def effect() -> int:
-            data = self._read(open_file, len(buffer), None)
-            buffer[:len(data)] = data
-            return len(data)
-
-        return self._call("read", open_file.path, effect)
+    # read, pread and readinto: DescriptorReads, over this _read.
 
     def lseek(self, fd: int, position: int, how: int) -> int:
         open_file = self._file(fd)
@@ -531,16 +507,16 @@ class MachineFiles:
 
     def fsync(self, fd: int) -> None:
         open_file = self._file(fd)
-        self._call("fsync", open_file.path, lambda: None)
+        self._run("fsync", open_file.path, lambda: None)
 
     def advise(self, fd: int, advice: int) -> None:
         open_file = self._file(fd)
-        self._call("posix_fadvise", open_file.path, lambda: None)
+        self._run("posix_fadvise", open_file.path, lambda: None)
 
     def write(self, fd: int, data: Buffer) -> int:
         open_file = self._file(fd)
         if open_file.path == _NULL and open_file.writable:
-            size: int = self._call("write", _NULL, lambda: memoryview(data).nbytes)
+            size: int = self._run("write", _NULL, lambda: memoryview(data).nbytes)
             return size
         raise simulated_oserror(errno.EBADF)  # opened read-only, as every machine file is
 

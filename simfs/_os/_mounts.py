@@ -75,8 +75,8 @@ class Mounts:
         return self._export.now_ns
 
     @property
-    def epoch_ns(self) -> int:
-        return self._export.epoch_ns
+    def wall_ns(self) -> int:
+        return self._export.wall_ns
 
     @property
     def tz(self) -> str:

@@ -42,6 +42,23 @@ PATH_MAX: Final = 4096
 _SHORT_PATH: Final = PATH_MAX // 4  # fewer characters than this cannot make PATH_MAX bytes
 
 
+def path_text(raw: str | bytes) -> str:
+    """A path argument's text (``os.fspath``'s result), as every filesystem takes it.
+
+    Raises:
+        FileNotFoundError: the empty path (getname(): ENOENT, naming ``raw``).
+        ValueError: a NUL in the path, as os and open raise for a str path
+            (for bytes, os.* prefixes the function's name; here it reads as
+            open's message).
+    """
+    text = os.fsdecode(raw) if isinstance(raw, bytes) else raw
+    if not text:
+        raise simulated_oserror(errno.ENOENT, raw)
+    if "\x00" in text:
+        raise ValueError("embedded null byte")
+    return text
+
+
 def check_path_length(text: str, named: str | bytes | None = None) -> None:
     """getname() (fs/namei.c): a path of PATH_MAX bytes or more, with its NUL,
     is ENAMETOOLONG before any walk; a symlink's target is taken the same way."""

@@ -72,8 +72,8 @@ class SyscallSeam(Protocol):
         ...
 
     @property
-    def epoch_ns(self) -> int:
-        """Wall-clock nanoseconds at virtual time 0: ``epoch_ns + now_ns`` is ``time_ns()``."""
+    def wall_ns(self) -> int:
+        """Nanoseconds since the Unix epoch on the world's clock: ``time.time_ns()``."""
         ...
 
     @property

@@ -25,7 +25,7 @@ from ._dircalls import DirectoryCalls
 from ._dirent import stat_result, statvfs_result
 from ._fileio import FileCalls, PathArg
 from ._files import OpenFile, lookup_fd
-from ._namei import check_path_length
+from ._namei import check_path_length, path_text
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process
@@ -126,8 +126,9 @@ class Syscalls(FileCalls, DirectoryCalls):
         mount, client, self._dev = (world.export, host.client, EXPORT_DEV) if local is None \
             else local
         self._client = client
-        self._scheduler = world.scheduler
-        self._clock = world.clock
+        self._scheduler = world._scheduler
+        self._clock = world._clock
+        self._trace = world.trace  # read per call: one attribute, not the world's property
         self._fds: dict[int, OpenFile] = process.group.fds
         self._group = process.group
         self._export = mount
@@ -153,9 +154,9 @@ class Syscalls(FileCalls, DirectoryCalls):
         descriptor passes none, and its error names no file, as on Linux.
         """
         process = self._process
-        if process.kill is not None:
-            raise process.kill
-        process.last_call = (op, shown)
+        if process._kill is not None:
+            raise process._kill
+        process._last_call = (op, shown)
         client = self._client
         writebacks = self._writebacks
         if (writebacks is not None and writebacks.next_ns is not None
@@ -163,7 +164,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             writebacks.run_due(self._clock.now_ns)
         record = client.begin_call()
         try:
-            faults = self._world.faults
+            faults = self._world._faults
             if faults is not None:
                 self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
             result = effect()
@@ -190,7 +191,7 @@ class Syscalls(FileCalls, DirectoryCalls):
         answer from the caches stands only when none has anything to do.
         """
         writebacks = self._writebacks
-        if (self._process.kill is not None or self._world.faults is not None
+        if (self._process._kill is not None or self._world._faults is not None
                 or (writebacks is not None and writebacks.next_ns is not None
                     and writebacks.next_ns <= self._clock.now_ns)):
             return None
@@ -199,7 +200,7 @@ class Syscalls(FileCalls, DirectoryCalls):
     def _answered(self, op: str, shown: str, outcome: str) -> None:
         """End a call the caches answered: the event and yield ``_run`` gives
         a call that sent no RPC."""
-        self._process.last_call = (op, shown)
+        self._process._last_call = (op, shown)
         self._finish(op, shown, outcome, ())
 
     def _inject(self, rule: object) -> None:
@@ -221,10 +222,10 @@ class Syscalls(FileCalls, DirectoryCalls):
         RPC and the file data its READs and WRITEs carried over the host's
         link (docs/design.md, "Data takes time"): the one place a syscall's
         RPCs cost virtual time."""
-        trace = self._world.trace
-        trace.record(self._clock.now_ns, self._host.name, self._process.name, op, shown,
+        trace = self._trace
+        trace.record(self._clock.now_ns, self._host.name, self._process._name, op, shown,
                      outcome, rpcs)
-        cost = len(rpcs) * self._world.rpc_latency_ns if rpcs else 0
+        cost = len(rpcs) * self._world._rpc_latency_ns if rpcs else 0
         if nbytes:
             cost += self._client.transfer_ns(nbytes)
         if cost:
@@ -234,8 +235,8 @@ class Syscalls(FileCalls, DirectoryCalls):
 
     def escape(self, what: str) -> SimulationEscape:
         """Record and return the error for code that reached outside the world."""
-        error = SimulationEscape(self._process.name, self._host.name, what)
-        self._world.escapes.append(error)
+        error = SimulationEscape(self._process._name, self._host.name, what)
+        self._world._escapes.append(error)
         return error
 
     def compute(self, seconds: float) -> None:
@@ -243,12 +244,12 @@ class Syscalls(FileCalls, DirectoryCalls):
         (a trace event of its own, "compute"), then yields."""
         length_ns = seconds_to_ns(seconds, "simfs.compute(seconds)")
         process = self._process
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         outcome = f"{seconds:g}s"
-        process.last_call = ("compute", outcome)
-        self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
-                                 "compute", "", outcome)
+        process._last_call = ("compute", outcome)
+        self._trace.record(self._clock.now_ns, self._host.name, process._name,
+                           "compute", "", outcome)
         self._scheduler.sleep_running(process, length_ns)
 
     def sleep(self, seconds: float) -> None:
@@ -256,21 +257,21 @@ class Syscalls(FileCalls, DirectoryCalls):
         if seconds < 0:
             raise ValueError("sleep length must be non-negative")
         process = self._process
-        if process.kill is not None:
-            raise process.kill
+        if process._kill is not None:
+            raise process._kill
         known = _SLEEPS.get(seconds)
         if known is None:
             outcome = f"{seconds:g}s"
-            process.last_call = ("sleep", outcome)
-            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+            process._last_call = ("sleep", outcome)
+            self._trace.record(self._clock.now_ns, self._host.name, process._name,
                                      "sleep", "", outcome)
             length_ns = seconds_to_ns(seconds, "sleep length")  # raises after the event
             if len(_SLEEPS) < 4096:
                 _SLEEPS[seconds] = (outcome, length_ns)
         else:
             outcome, length_ns = known
-            process.last_call = ("sleep", outcome)
-            self._world.trace.record(self._clock.now_ns, self._host.name, process.name,
+            process._last_call = ("sleep", outcome)
+            self._trace.record(self._clock.now_ns, self._host.name, process._name,
                                      "sleep", "", outcome)
         # The kill was honoured above: sleep_running's own check, skipped.
         self._scheduler.sleep_until_running(process, self._clock.now_ns + length_ns)
@@ -283,9 +284,9 @@ class Syscalls(FileCalls, DirectoryCalls):
         return self._clock.now_ns
 
     @property
-    def epoch_ns(self) -> int:
-        """Wall-clock nanoseconds at virtual time 0: ``epoch_ns + now_ns`` is ``time_ns()``."""
-        return self._world.epoch_ns
+    def wall_ns(self) -> int:
+        """Nanoseconds since the Unix epoch on the world's clock: ``time.time_ns()``."""
+        return self._clock.wall_ns
 
     @property
     def tz(self) -> str:
@@ -344,15 +345,9 @@ class Syscalls(FileCalls, DirectoryCalls):
             known = self._resolved.get(text)
             if known is not None:
                 return known[0], self._client.root, list(known[1])
-        if isinstance(text, bytes):
-            text = os.fsdecode(text)
-        if not text:
-            raise simulated_oserror(errno.ENOENT, os.fspath(path))
-        if "\x00" in text:
-            # What os and open raise for a str path (for bytes, os.* prefixes
-            # the function's name; here it reads as open's message).
-            raise ValueError("embedded null byte")
-        check_path_length(text, os.fspath(path))
+        named = text
+        text = path_text(text)
+        check_path_length(text, named)
         if dir_fd is not None and not text.startswith("/"):
             base = lookup_fd(self._fds, dir_fd)
             if not base.is_dir:
@@ -515,7 +510,7 @@ class Syscalls(FileCalls, DirectoryCalls):
             raise ValueError("utime: you may specify either 'times' or 'ns' but not both")
         if ns is None:
             if times is None:
-                now = self._world.epoch_ns + self._clock.now_ns
+                now = self._clock.wall_ns
                 ns = (now, now)
             else:
                 ns = (round(times[0] * NS_PER_S), round(times[1] * NS_PER_S))

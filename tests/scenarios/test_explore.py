@@ -23,7 +23,7 @@ def found_stall():
     return explore(get("handshake"), "exists", **FAST)
 
 
-@pytest.mark.parametrize("name", ["handshake", "prune", "refit", "transfer", "cas"])
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_every_seed_scenario_declares_what_may_vary(name):
     assert exploration_of(get(name)).space is not None
 

@@ -39,12 +39,12 @@ def baton(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
 
 def test_simfs_baton_selects_the_scheduler_a_world_gets(baton: str):
     expected = GreenletScheduler if baton == "greenlet" else Scheduler
-    assert type(World().scheduler) is expected
+    assert type(World()._scheduler) is expected
 
 
 def test_the_greenlet_baton_is_the_default(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("SIMFS_BATON", raising=False)
-    assert isinstance(World().scheduler, GreenletScheduler)
+    assert isinstance(World()._scheduler, GreenletScheduler)
 
 
 def test_a_baton_name_simfs_does_not_know_is_refused_with_the_names_it_knows(

@@ -153,3 +153,29 @@ def test_sleeping_forever_under_the_default_limits_stays_under_60_megabytes():
     # The default trace keeps a bounded window (issue 29): 1M events peaked
     # at 172 MiB when it kept them all, about 43 MB now.
     assert peak_kib < 60 * 1000, f"peak RSS {peak_kib / 1024:.0f} MiB"
+
+
+def _sleep_thirty_times() -> None:
+    for _ in range(30):
+        time.sleep(0.01)
+
+
+def test_runs_given_their_own_event_budget_outlast_the_world_s_lifetime_budget():
+    bounded = World(max_events=100)
+    host = bounded.host("a")
+    for _ in range(5):  # 5 x 30 sleeps: past the lifetime's 100, each run within 40
+        bounded.spawn(host, _sleep_thirty_times)
+        bounded.run(max_events=40)
+    lifetime = World(max_events=100)
+    host = lifetime.host("a")
+    with pytest.raises(RunawaySimulation, match="max_events=100"):
+        for _ in range(5):
+            lifetime.spawn(host, _sleep_thirty_times)
+            lifetime.run()
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_a_run_s_event_budget_must_be_a_positive_int(bad):
+    world = World()
+    with pytest.raises(ValueError, match=f"max_events must be an int >= 1, not {bad!r}"):
+        world.run(max_events=bad)

@@ -75,9 +75,9 @@ def test_the_removed_file_goes_from_the_server_at_the_holders_close():
     world.spawn(a, holder)
     world.spawn(b, _remover)
     world.run(until=1.5)
-    assert len(world.server_state.orphan_ids()) == 1  # nameless, kept for a's OPEN
+    assert len(world._server_state.orphan_ids()) == 1  # nameless, kept for a's OPEN
     world.run()
-    assert world.server_state.orphan_ids() == []
+    assert world._server_state.orphan_ids() == []
 
 
 def test_over_nfsv4_1_unlinking_a_file_open_on_the_same_host_still_silly_renames():

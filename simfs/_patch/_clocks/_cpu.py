@@ -45,14 +45,13 @@ _CPU_CLOCKS = frozenset(getattr(time, name) for name in (
 
 
 def _clock_ns(process: Process, clock_id: int, call: str) -> int:
-    now: int = process.syscalls.now_ns
     if clock_id in _CPU_CLOCKS:
         return 0
     if clock_id in _MONOTONIC_CLOCKS:
-        return now
+        return process.syscalls.now_ns
     if clock_id in _WALL_CLOCKS:
         tai = 37 * NS_PER_S if clock_id == getattr(time, "CLOCK_TAI", None) else 0
-        return process.syscalls.epoch_ns + now + tai
+        return process.syscalls.wall_ns + tai
     raise escape(process, f"time.{call}({clock_id!r}) reads a clock simfs does not simulate; "
                           "use time.time(), time.monotonic() or CLOCK_REALTIME/MONOTONIC")
 

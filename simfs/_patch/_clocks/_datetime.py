@@ -45,8 +45,7 @@ def _virtual_now_ns() -> int | None:
     process = current_process()
     if process is None:
         return None
-    syscalls = process.syscalls
-    return syscalls.epoch_ns + syscalls.now_ns
+    return process.syscalls.wall_ns
 
 
 def _at(now_ns: int, tz: datetime_module.tzinfo | None) -> datetime_module.datetime:

@@ -23,7 +23,7 @@ def _clock_route(real: Callable[[], float | int], *, wall: bool, ns: bool
                  ) -> Callable[[], float | int]:
     """A clock that reads virtual time inside the world and ``real`` outside it.
 
-    ``wall`` adds the world's epoch (time.time); ``ns`` returns integer ns.
+    ``wall`` reads the wall clock (time.time), not the monotonic one; ``ns`` returns integer ns.
     """
 
     def route() -> float | int:
@@ -31,9 +31,7 @@ def _clock_route(real: Callable[[], float | int], *, wall: bool, ns: bool
         if process is None:
             return real()
         syscalls = process.syscalls
-        now = syscalls.now_ns
-        if wall:
-            now += syscalls.epoch_ns
+        now = syscalls.wall_ns if wall else syscalls.now_ns
         return now if ns else now / NS_PER_S
 
     return route
@@ -44,8 +42,7 @@ def _virtual_seconds() -> float | None:
     process = current_process()
     if process is None:
         return None
-    syscalls = process.syscalls
-    return (syscalls.epoch_ns + syscalls.now_ns) / NS_PER_S
+    return process.syscalls.wall_ns / NS_PER_S
 
 
 def _calendar_route(real: Callable[..., Any], convert: Callable[[float], Any]

@@ -28,7 +28,6 @@ from collections.abc import Callable
 from types import GenericAlias
 from typing import Any
 
-from ..._engine import _scheduler as sched
 from ..._engine._clock import seconds_to_ns
 from ..._engine._scheduler import Process, current_process
 from ..._engine._sync import SimLock, SimRLock
@@ -171,7 +170,7 @@ def _install_identities() -> None:
 
     def live_threads(process: Process) -> list[threading.Thread]:
         return [_thread_of(thread) for thread in process.group.live_threads
-                if thread.state not in (sched.DONE, sched.DETACHED)]
+                if thread.active]
 
     def enumerate_threads() -> list[threading.Thread]:
         process = current_process()
@@ -248,7 +247,7 @@ def install() -> None:
         process = current_process()
         if process is child:
             raise RuntimeError("cannot join current thread")
-        if process is None or child.state in (sched.DONE, sched.DETACHED):
+        if process is None or not child.active:
             return None  # outside the world nothing more will happen to it
         deadline = None
         if timeout is not None:
@@ -260,7 +259,7 @@ def install() -> None:
         child = _simulated_child(self)
         if child is None:
             return real_is_alive(self)
-        return child.state not in (sched.DONE, sched.DETACHED)
+        return child.active
 
     executor: Any = futures_thread.ThreadPoolExecutor
     patch(executor, "submit", _refusing_outside_pools(executor.submit))

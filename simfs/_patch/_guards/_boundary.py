@@ -46,7 +46,7 @@ class World(Protocol):
     def hosts(self) -> Mapping[str, object]: ...
 
     @property
-    def escapes(self) -> list[SimfsError]: ...
+    def _escapes(self) -> list[SimfsError]: ...
 
 _sentinel: str | None = None
 
@@ -94,7 +94,7 @@ def _sentinel_cwd(world: World) -> Iterator[None]:
         left = sorted(os.listdir(sentinel))
         if left:
             _clear(sentinel)
-            world.escapes.append(_escape(world, left))
+            world._escapes.append(_escape(world, left))
 
 
 def _clear(sentinel: str) -> None:

@@ -67,7 +67,7 @@ def _uuid1(real: Callable[..., uuid.UUID]) -> Callable[..., uuid.UUID]:
     def uuid1(process: Process, node: int | None = None,
               clock_seq: int | None = None) -> uuid.UUID:
         host = process.host
-        now_ns = process.syscalls.epoch_ns + process.syscalls.now_ns
+        now_ns = process.syscalls.wall_ns
         timestamp = now_ns // 100 + _UUID_EPOCH_OFFSET
         last = _last_uuid_time.get(host)
         if last is not None and timestamp <= last:
