@@ -1,7 +1,8 @@
 """Route a module when it is imported, whenever that happens.
 
 Routes for libraries (numpy, safetensors, filelock, ``multiprocessing.pool``
-...) are installed only if the program uses them: importing numpy just to
+...) are installed only if the program uses them, and again each time the
+module is loaded afresh: importing numpy just to
 route it cost about a second of the first ``run()`` on a loaded 2-core
 machine (measured with ``-X importtime``), and ``importlib.metadata`` as much
 again.  A module already imported is routed at once; one imported later,
@@ -22,25 +23,30 @@ from typing import Any
 from .._engine._scheduler import current_process
 from ._registry import outside_world
 
-_pending: dict[str, list[Callable[[ModuleType], None]]] = {}
+# Kept after a module's first load: a module may be loaded again, as a fresh
+# object.  pytester's in-process runs drop from sys.modules what they first
+# imported (multiprocessing.pool, say), and the next import made an unrouted
+# Pool that reached the real os.pipe: which test failed depended on the order
+# tests ran in.  A process's own copy of a pure-Python module is a fresh
+# load too.
+_routes: dict[str, list[Callable[[ModuleType], None]]] = {}
 
 
 def when_imported(name: str, route: Callable[[ModuleType], None]) -> None:
-    """Call ``route(module)`` now if ``name`` is loaded, else right after it loads."""
+    """Call ``route(module)`` now if ``name`` is loaded, and right after every later load."""
+    _routes.setdefault(name, []).append(route)
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
     module = sys.modules.get(name)
     if module is not None:
         with outside_world():
             route(module)
-        return
-    _pending.setdefault(name, []).append(route)
-    if _finder not in sys.meta_path:
-        sys.meta_path.insert(0, _finder)
 
 
 class _RouteAfterImport(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Sequence[str] | None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in _pending:
+        if fullname not in _routes:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -65,7 +71,7 @@ class _RoutingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        routes = _pending.pop(module.__name__, [])
+        routes = _routes.get(module.__name__, ())
         if current_process() is not None:
             # Imported inside a process: the routes run routed, as the body
             # did.  With routing off, a route's own import of the package
