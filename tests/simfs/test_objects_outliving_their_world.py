@@ -39,15 +39,16 @@ def _hold(path: str) -> None:
 
 
 def _lock_then_collect(path: str) -> str:
-    mine = open(path, "a+")
-    fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    gc.collect()  # world 1's holder is finalized here, in this process
-    other = open(path, "a+")
-    try:
-        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return "held"
-    return "taken"
+    # Both files closed here, in their process: left to the collector, they
+    # would be finalized outside the world, during some later test.
+    with open(path, "a+") as mine, open(path, "a+") as other:
+        fcntl.flock(mine, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        gc.collect()  # world 1's holder is finalized here, in this process
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return "held"
+        return "taken"
 
 
 @pytest.fixture
