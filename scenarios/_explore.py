@@ -31,7 +31,6 @@ from typing import Any
 from simfs._replay import decode_token, encode_token
 
 from ._base import Scenario, ScenarioError
-from ._search_constants import local_constants_from
 
 Chooser = Callable[[int], int] | Sequence[int]
 
@@ -163,6 +162,7 @@ def explore(scenario: type[Scenario], variant: str, *, examples: int = 200,
     from hypothesis.database import DirectoryBasedExampleDatabase
 
     from simfs.strategies import schedules
+    from simfs.strategies._constants import local_constants_from
 
     declared = exploration_of(scenario)
     _check_variant(scenario, variant)

@@ -12,7 +12,7 @@ token still names the scenario, so ``python -m scenarios replay`` runs it
 with the scenario's own declaration.
 
 Measured (seed 0, Hypothesis 6.170; the local constants Hypothesis draws
-from are the scenario module's, ``scenarios/_search_constants.py``):
+from are the scenario module's, ``simfs/strategies/_constants.py``):
 handshake/exists found at example 1, 3 runs with shrinking; prune/rmtree at
 5 (27); prune/uncapped-retry at 3 (10); refit/before at 7 (77); refit/pr at
 8 (90); transfer/naive unwatched at 5 (17); cas/seed on fresh volumes at 6

@@ -1,7 +1,7 @@
 """A campaign's seed names one search, whatever the process imported before it.
 
 Hypothesis draws some values from literals it finds in the local modules
-loaded so far (``scenarios/_search_constants.py`` says how).  Found through
+loaded so far (``simfs/strategies/_constants.py`` says how).  Found through
 pytest-xdist: ``explore(handshake, "marker_exists", examples=1000)`` found 0
 failures in a fresh process and 9 after ``import compose/vm.py``.
 """
