@@ -37,6 +37,7 @@ import heapq
 import itertools
 import os
 import random
+import time
 from collections.abc import Callable, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -84,6 +85,27 @@ routing = _routing.routing
 _STOP_ROUNDS: Final = 50
 # How often, per step_timeout, the watchdog samples a running process's progress.
 _SAMPLES: Final = 4
+# The share of a sample's real time a thread inside a simulated call must
+# have spent on a CPU to count as working (a thread blocked on a real lock
+# or socket spends none; one doing the simulation's work spends nearly all,
+# less what other processes of the machine take).
+_BUSY_SHARE: Final = 0.01
+
+
+# Bound before any route replaces the time module's functions.
+_clock_gettime = time.clock_gettime
+_cpu_clock_of = getattr(time, "pthread_getcpuclockid", None)
+
+
+def _thread_cpu_s(thread_id: int) -> float | None:
+    """CPU seconds the real OS thread ``thread_id`` has used; None once it
+    has ended (or where the platform has no per-thread CPU clock)."""
+    if _cpu_clock_of is None:
+        return None
+    try:
+        return _clock_gettime(_cpu_clock_of(thread_id))
+    except OSError:
+        return None
 
 
 class Placement(Protocol):
@@ -168,7 +190,7 @@ class Process:
     """
 
     __slots__ = ("_abandoned", "_baton", "_daemon", "_error", "_group", "_host", "_ident",
-                 "_importing", "_joiners", "_kill", "_last_call", "_name", "_native_id",
+                 "_importing", "_in_call", "_joiners", "_kill", "_last_call", "_name", "_native_id",
                  "_parent", "_pid", "_scheduler", "_started", "_state", "_strand", "_syscalls",
                  "_target", "_value", "_wait_token", "_waiting_on", "_woken", "thread")
 
@@ -199,6 +221,10 @@ class Process:
         self._woken = False
         self._waiting_on = ""
         self._last_call: tuple[str, str] | None = None
+        # The real OS thread running a simulated call of this process now
+        # (``Syscalls._run``), 0 between calls: the watchdog reads that
+        # thread's CPU clock (see ``_busy_in_call``).
+        self._in_call = 0
         self._kill: BaseException | None = None
         self._abandoned = False
         # Module bodies this process is running now (``_modules``): an import
@@ -738,9 +764,14 @@ class Scheduler:
         timeout = self.step_timeout
         seen = self.progress
         quiet_samples = 0
+        busy: tuple[int, float] | None = None
         while not self._main_baton.acquire(timeout=timeout / _SAMPLES):
             if self.progress != seen:
                 seen = self.progress
+                quiet_samples = 0
+                continue
+            busy, working = self._busy_in_call(busy, timeout / _SAMPLES)
+            if working:
                 quiet_samples = 0
                 continue
             quiet_samples += 1
@@ -755,6 +786,34 @@ class Scheduler:
             self.broken = BlockedOutsideSimulation(name, host, last, timeout)
             self._stuck(stuck)
             raise self.broken
+
+    def _busy_in_call(self, before: tuple[int, float] | None, interval: float
+                      ) -> tuple[tuple[int, float] | None, bool]:
+        """Whether the running process is working inside a simulated call.
+
+        A single call can take seconds of real time without a yield (one
+        ``write`` of 256 MiB fills 65,536 cached pages, and on a loaded
+        machine that took more than 10 s), yet it is simfs's own work, not a
+        wait on something real: its thread is on a CPU.  So a sample counts
+        as progress when the process is inside a call (``Syscalls._run``)
+        and that call's thread used at least ``_BUSY_SHARE`` of the sample's
+        interval on a CPU since the last sample.  A thread blocked on a real
+        lock or socket uses none, and a program spinning outside any call is
+        never inside one: both are still reported after ``step_timeout``.
+
+        ``before`` is the last sample, (thread, CPU seconds); returns this
+        sample and the verdict.
+        """
+        process = self.current
+        thread_id = process._in_call if process is not None else 0
+        if not thread_id:
+            return None, False
+        cpu = _thread_cpu_s(thread_id)
+        if cpu is None:
+            return None, False
+        working = (before is not None and before[0] == thread_id
+                   and cpu - before[1] >= _BUSY_SHARE * interval)
+        return (thread_id, cpu), working
 
     def stop_all(self, processes: list[Process]) -> None:
         """Unwind every unfinished process so that its OS thread ends.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from .._engine._clock import NS_PER_S, seconds_to_ns
+from .._engine._routing import real_get_ident
 from .._errors import SimulationEscape, errno_name, simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._server import EXPORT_DEV, Attrs
@@ -157,6 +158,9 @@ class Syscalls(FileCalls, DirectoryCalls):
         if process._kill is not None:
             raise process._kill
         process._last_call = (op, shown)
+        # The watchdog reads this thread's CPU clock while the call runs: a
+        # long call is work, not a wait on something real (Scheduler._busy_in_call).
+        process._in_call = real_get_ident()
         client = self._client
         writebacks = self._writebacks
         if (writebacks is not None and writebacks.next_ns is not None
@@ -169,6 +173,7 @@ class Syscalls(FileCalls, DirectoryCalls):
                 self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
             result = effect()
         except OSError as error:
+            process._in_call = 0
             if error.filename is None and path is not None:
                 error.filename = os.fspath(path)  # type: ignore[call-overload]
                 if path2 is not None:
@@ -178,6 +183,10 @@ class Syscalls(FileCalls, DirectoryCalls):
                 outcome += " (injected)"
             self._finish(op, shown, outcome, tuple(record), record.nbytes)
             raise
+        except BaseException:
+            process._in_call = 0
+            raise
+        process._in_call = 0
         self._finish(op, shown, _describe(result), tuple(record), record.nbytes)
         return result
 
