@@ -189,6 +189,46 @@ def test_local_filesystem_made_in_a_process_answers_from_its_hosts_view(export):
     assert real_listing(export) == ["x"]
 
 
+def test_from_uri_of_a_file_uri_or_a_path_answers_from_the_processs_host(export):
+    # FileSystem.from_uri is a static method of a C class: routed by name
+    # (pyarrow.fs.FileSystem and LocalFileSystem are stand-ins inside the world).
+    import pyarrow.dataset as ds
+    import pyarrow.fs as fs
+    import pyarrow.parquet as pq
+
+    base = f"{export}/x"
+    w, a, b = two_hosts(export)
+
+    def write():
+        local, path = fs.FileSystem.from_uri(f"file://{base}/u.bin")
+        with local.open_output_stream(path) as stream:
+            stream.write(b"by uri")
+        other, path = fs.LocalFileSystem.from_uri(f"{base}/v.bin")
+        with other.open_output_stream(path) as stream:
+            stream.write(b"by path")
+        pq.write_table(_table(), "t.parquet", filesystem=f"file://{base}")
+        return isinstance(local, fs.FileSystem), isinstance(other, fs.LocalFileSystem)
+
+    def read():
+        time.sleep(1)
+        local, path = fs.FileSystem.from_uri(f"file://{base}/u.bin")
+        with local.open_input_file(path) as file:
+            data = file.read()
+        rows = ds.dataset("t.parquet", filesystem=f"file://{base}").to_table().num_rows
+        return data, rows
+
+    writer = w.spawn(a, write)
+    reader = w.spawn(b, read)
+    w.run()
+    assert writer.result() == (True, True)
+    assert reader.result() == (b"by uri", _table().num_rows)
+    assert w.server.read_bytes(f"{base}/v.bin") == b"by path"
+    assert real_listing(export) == ["x"]
+    # Outside the world the names are Arrow's own.
+    local, path = fs.FileSystem.from_uri(f"file://{export}/x")
+    assert type(local).__name__ == "LocalFileSystem" and path == f"{export}/x"
+
+
 def test_a_partitioned_dataset_written_on_one_host_is_read_on_the_other(export):
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq

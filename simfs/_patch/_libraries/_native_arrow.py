@@ -40,8 +40,10 @@ every answer comes from the process's host's view.  What reaches it:
   writes through to the file, which a copy cannot: refused, loudly.
 
 ``pyarrow.create_memory_map(path)`` (a writable map) is refused, loudly.
-``CSVWriter(path)`` (a stand-in class) writes through ``open``.  Still
-native: ``FileSystem.from_uri("file://...")`` (a C class's static method).
+``CSVWriter(path)`` (a stand-in class) writes through ``open``.
+``FileSystem.from_uri`` and ``LocalFileSystem.from_uri`` of a ``file:`` URI
+or a local path give the simulated filesystem (the names are stand-ins), so
+does a ``file:`` URI given as a ``filesystem=`` argument.
 """
 
 from __future__ import annotations
@@ -267,6 +269,7 @@ class _Arrow:
     pyarrow: Any = None
     fs: Any = None
     real_local: Any = None
+    real_filesystem: Any = None
     real_os_file: Any = None
     handler: Any = None
 
@@ -281,11 +284,12 @@ def _is_sim(filesystem: Any) -> bool:
             and isinstance(filesystem.handler, _Arrow.handler))
 
 
-def stand_in(real: type, inside: Any, doc: str) -> type:
+def stand_in(real: type, inside: Any, doc: str, **routed: Any) -> type:
     """A class standing in for the C class ``real``: calling it outside the
     world makes a ``real``, inside a process ``inside(process, *args)``;
     ``isinstance(x, stand_in)`` accepts both a ``real`` and what ``inside``
-    made (checked by ``made(x)``), and other attributes are ``real``'s.
+    made (checked by ``made(x)``), ``routed`` names class attributes of the
+    stand-in's own (static methods), and other attributes are ``real``'s.
 
     Set in place of the name, never ``patch``ed: the alias sweep would also
     rebind the name inside pyarrow's Cython modules, whose own code makes
@@ -311,7 +315,7 @@ def stand_in(real: type, inside: Any, doc: str) -> type:
 
     return Meta(real.__name__, (), {"__new__": new, "__doc__": (real.__doc__ or "") + doc,
                                      "__module__": real.__module__,
-                                     "__qualname__": real.__qualname__})
+                                     "__qualname__": real.__qualname__, **routed})
 
 
 def _local_filesystem(process: Process, *args: Any, **kwargs: Any) -> Any:
@@ -321,16 +325,53 @@ def _local_filesystem(process: Process, *args: Any, **kwargs: Any) -> Any:
 _local_filesystem.made = _is_sim  # type: ignore[attr-defined]
 
 
+def _from_uri(real_from_uri: Any) -> Any:
+    """``FileSystem.from_uri`` inside a process: Arrow parses the URI (a
+    ``file:`` URI or an absolute path; parsing reads no file), and a local
+    filesystem it would hand back is the process's simulated one."""
+
+    def from_uri(uri: Any) -> Any:
+        found, path = real_from_uri(uri)
+        process = current_process()
+        if process is not None and isinstance(found, _Arrow.real_local):
+            return sim_filesystem(process), path
+        return found, path
+
+    return staticmethod(from_uri)
+
+
+def _unmade(instance: object) -> bool:
+    return False
+
+
+def _real_filesystem(process: Process, *args: Any, **kwargs: Any) -> Any:
+    return _Arrow.real_filesystem(*args, **kwargs)  # Arrow's own refusal: an abstract class
+
+
+_real_filesystem.made = _unmade  # type: ignore[attr-defined]
+
+
 def _install_fs(fs: ModuleType) -> None:
     pyarrow = _pyarrow()
 
     _Arrow.pyarrow = pyarrow
     _Arrow.fs = fs
     _Arrow.real_local = fs.LocalFileSystem
+    _Arrow.real_filesystem = fs.FileSystem
     _Arrow.handler = _handler_class(pyarrow, fs)
+    # ``from_uri`` is a static method of a C class, reached as
+    # ``FileSystem.from_uri`` (pyarrow.fs's own ``_ensure_filesystem`` and
+    # ``_resolve_filesystem_and_path`` look the name up in this module) or
+    # ``LocalFileSystem.from_uri``: both names are stand-ins with their own.
     fs.LocalFileSystem = stand_in(  # type: ignore[attr-defined]
         fs.LocalFileSystem, _local_filesystem, (
-        "\n\nInside a simulated process (simfs): the process's simulated filesystem."))
+        "\n\nInside a simulated process (simfs): the process's simulated filesystem."),
+        from_uri=_from_uri(fs.LocalFileSystem.from_uri))
+    fs.FileSystem = stand_in(  # type: ignore[attr-defined]
+        fs.FileSystem, _real_filesystem, (
+        "\n\nInside a simulated process (simfs): ``from_uri`` of a local path or "
+        "``file:`` URI gives the process's simulated filesystem."),
+        from_uri=_from_uri(fs.FileSystem.from_uri))
     real_resolve = fs._resolve_filesystem_and_path
 
     def resolve(path: Any, filesystem: Any = None, **kwargs: Any) -> Any:
