@@ -156,7 +156,7 @@ def _hide_simfs_frames(error: BaseException | None) -> list[dict[str, Any]]:
     ``__hypothesistracebackhide__``).  Returns the namespaces marked, to
     unmark after; ``--simfs-full-trace`` shows them all.
     """
-    namespaces = [vars(module) for name, module in list(sys.modules.items())
+    namespaces = [vars(module) for name, module in sys.modules.copy().items()
                   if module is not None and (name == "simfs" or name.startswith("simfs."))]
     seen: set[int] = set()
     while error is not None and id(error) not in seen:

@@ -456,7 +456,7 @@ def engage(shared: Iterable[str] = ()) -> None:
     if not _engaged:
         _engaged = True
         sys.meta_path.insert(0, _finder)
-        _adopt(MAIN, list(sys.modules))
+        _adopt(MAIN, list(sys.modules.copy()))
     elif _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 

@@ -150,7 +150,10 @@ def _rebind_aliases() -> None:
         return  # nothing imported since the last scan (every World.run() calls this)
     _modules_seen = len(sys.modules)
     with scanning():
-        for name, module in list(sys.modules.items()):
+        # dict.copy, not list(items()): making the item tuples can run the
+        # collector, whose finalizers may import (measured: "dictionary
+        # changed size during iteration" once in a full fast-tier run).
+        for name, module in sys.modules.copy().items():
             if name in _scanned:
                 continue
             namespace = module_namespace(module)
