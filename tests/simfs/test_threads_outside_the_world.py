@@ -150,6 +150,27 @@ def test_a_pool_made_inside_the_process_still_works(tmp_path):
     assert os.listdir(f"{export}/x") == []
 
 
+def _make_pool(pools):
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kept")
+    pool.submit(int, "1").result()  # its worker thread starts
+    pools.append(pool)  # kept past the process (as a shared module's global would be)
+
+
+def test_a_pool_made_in_an_earlier_world_is_refused_in_the_next_naming_its_maker():
+    # Its workers ended with the first world; before, the work was queued
+    # for no one and the run ended in a Deadlock that named only "a Lock".
+    pools = []
+    first = World()
+    first.spawn(first.host("a"), _make_pool, pools, name="maker")
+    first.run()
+    second = World()
+    second.spawn(second.host("a"), lambda: pools[0].submit(int, "2").result())
+    with pytest.raises(SimulationEscape) as raised:
+        second.run()
+    assert ("worker threads ('kept_0') ended with the process that made it, 'maker' on "
+            "host 'a' of an earlier world:") in str(raised.value)
+
+
 @pytest.fixture
 def loop_thread():
     """An event loop run forever by a real thread started before the world (zarr's)."""

@@ -283,10 +283,34 @@ def _refusing_outside_pools(real_submit: Callable[..., Any]) -> Callable[..., An
     before this refusal (issue 30): a module-level executor wrote the real
     disk under the export's path from inside a run.  Refused at ``submit``,
     before any work is queued, naming the pool's real threads.
+
+    A pool made inside a world whose workers have ended (the world that
+    made it was torn down; the pool was kept in a shared module or the
+    test's own objects and used in a later world) would queue the work for
+    no one: ``World.run`` ended in a ``Deadlock`` that named only "a Lock".
+    A live pool's workers exit only at ``shutdown``, so ended workers mean
+    their process is gone: refused too, naming the process that made it.
     """
 
     def submit(self: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         process = current_process()
+        if process is not None and not self._shutdown:
+            ended = [child for thread in list(self._threads)
+                     if (child := _simulated_child(thread)) is not None and child.done]
+            if ended:
+                maker = ended[0]
+                while maker.parent is not None:
+                    maker = maker.parent
+                name = getattr(fn, "__qualname__", None) or repr(fn)[:60]
+                earlier = ("" if getattr(maker.host, "world", None)
+                           is getattr(process.host, "world", None) else " of an earlier world")
+                raise escape(process, (
+                    f"ThreadPoolExecutor.submit({name}) to a pool whose worker threads "
+                    f"({', '.join(sorted(repr(child.name) for child in ended))}) ended with "
+                    f"the process that made it, {maker.name!r} on host {maker.host.name!r}"
+                    f"{earlier}: a "
+                    "real process's threads end with it, so the work would never run; make "
+                    "the executor in the process that uses it"))
         if process is not None:
             real_threads = sorted(thread.name for thread in list(self._threads)
                                   if _simulated_child(thread) is None)
