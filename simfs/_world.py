@@ -21,7 +21,13 @@ from typing import Any
 from ._engine._clock import EPOCH_NS, VirtualClock, seconds_to_ns
 from ._engine._greenlets import make_scheduler
 from ._engine._modules import MAIN as MODULES_MAIN
-from ._engine._modules import ModuleView, named_target, newly_shared, own_arguments
+from ._engine._modules import (
+    ModuleView,
+    named_target,
+    newly_shared,
+    own_arguments,
+    shared_reason,
+)
 from ._engine._modules import engage as engage_modules
 from ._engine._modules import own_copy as own_copy_of
 from ._engine._modules import release as release_modules
@@ -668,8 +674,8 @@ class World:
         for package, _process in shared:
             # One text per package, so Python's filters show it once per place.
             warnings.warn(SharedModuleWarning(
-                f"simulated processes share the package {package!r}: it holds extension "
-                "modules, which an interpreter loads once, so its module state is one object "
+                f"simulated processes share the package {package!r}: "
+                f"{shared_reason(package)}, so its module state is one object "
                 "in every process, as it never is across real processes (Process."
                 "shared_modules names it; docs/design.md, 'Processes: their own modules')"),
                 stacklevel=3)

@@ -505,6 +505,19 @@ def _shared_top(value: object) -> str | None:
     return top
 
 
+def shared_reason(top: str) -> str:
+    """Why the package ``top`` is one copy for every process, as a clause."""
+    if top in _asked_shared:
+        return "World(shared_modules=...) names it"
+    asked = sorted(name for name in _asked_shared if name.startswith(top + "."))
+    if asked:
+        return f"World(shared_modules=...) names {', '.join(map(repr, asked))}"
+    if top in _shared_dependencies:
+        return ("a shared package imports it, so it is shared too (that package's "
+                "isinstance checks must see the classes it knows)")
+    return "it holds extension modules, which an interpreter loads once"
+
+
 def newly_shared(processes: Iterable[tuple[str, ModuleView]], reported: set[str]
                  ) -> list[tuple[str, str]]:
     """(package, process name) for shared packages not in ``reported`` (added to it)."""

@@ -190,6 +190,31 @@ def test_a_package_with_extension_modules_is_shared_and_said_so():
     assert "numpy" in process.shared_modules
 
 
+def test_a_pure_python_package_the_world_shares_is_said_to_be_named_not_compiled(
+        tmp_path, monkeypatch):
+    # The warning gives the reason the package is shared; it said "it holds
+    # extension modules" for a pure-Python package the test itself named.
+    (tmp_path / "memo_shared.py").write_text("seen = []\n")
+    (tmp_path / "memo_user.py").write_text(textwrap.dedent("""
+        import memo_shared
+
+        def note(tag):
+            memo_shared.seen.append(tag)
+            return len(memo_shared.seen)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import memo_user
+
+    w = World(seed=1, shared_modules=["memo_shared"])
+    first = w.spawn(w.host("a"), memo_user.note, "a")
+    with pytest.warns(SharedModuleWarning) as caught:
+        w.run()
+    (message,) = [str(w.message) for w in caught if "'memo_shared'" in str(w.message)]
+    assert "'memo_shared': World(shared_modules=...) names it, so" in message
+    assert "extension" not in message
+    assert first.result() == 1
+
+
 def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path):
     script = tmp_path / "pods.py"
     script.write_text(textwrap.dedent("""
