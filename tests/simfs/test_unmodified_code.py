@@ -130,6 +130,29 @@ def test_a_thread_pool_writes_checkpoints_in_virtual_time():
     assert len(w.server.listdir("/shared/step_1")) == 7
 
 
+def _leaves_a_loop_thread_and_its_pool(results):
+    import asyncio
+
+    loop = asyncio.new_event_loop()  # never stopped: a library's loop thread, as zarr's
+    threading.Thread(target=loop.run_forever, name="io", daemon=True).start()
+
+    async def job():
+        return await asyncio.to_thread(sum, [1, 2])  # the loop's pool starts a worker
+
+    results.append(asyncio.run_coroutine_threadsafe(job(), loop).result())
+
+
+def test_a_pool_worker_left_waiting_when_the_world_ends_goes_without_a_traceback(caplog):
+    # A real process's threads end with it without a word; each idle worker
+    # unwound at teardown logged "Exception in worker" with a ProcessKilled.
+    results = []
+    w = World(seed=1)
+    w.spawn(w.host("a"), _leaves_a_loop_thread_and_its_pool, results)
+    w.run()
+    assert results == [3]
+    assert [r.getMessage() for r in caplog.records if r.name == "concurrent.futures"] == []
+
+
 def test_two_async_hosts_in_one_world():
     w = World(seed=2)
     w.server.mkdir("/shared/t")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import _thread
 import concurrent.futures
 import concurrent.futures.thread as futures_thread
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from typing import Any
 from ..._engine._clock import seconds_to_ns
 from ..._engine._scheduler import Process, current_process
 from ..._engine._sync import SimLock, SimRLock
+from ..._errors import ProcessKilled
 from .._registry import escape, patch
 
 _RealSimpleQueue = queue.SimpleQueue
@@ -263,6 +265,9 @@ def install() -> None:
 
     executor: Any = futures_thread.ThreadPoolExecutor
     patch(executor, "submit", _refusing_outside_pools(executor.submit))
+    futures_logger = futures_thread._base.LOGGER  # type: ignore[attr-defined]
+    if not any(isinstance(known, _UnwoundWorkers) for known in futures_logger.filters):
+        futures_logger.addFilter(_UnwoundWorkers())
     patch(threading, "_allocate_lock", allocate_lock)
     patch(threading, "Lock", allocate_lock)
     patch(threading, "RLock", rlock)
@@ -270,6 +275,19 @@ def install() -> None:
     patch(threading.Thread, "join", join)
     patch(threading.Thread, "is_alive", is_alive)
     patch(queue, "SimpleQueue", SimpleQueue)
+
+
+class _UnwoundWorkers(logging.Filter):
+    """Drops ``concurrent.futures``' "Exception in worker" for a worker the
+    world unwound (``ProcessKilled``: its process or world ended while the
+    worker waited for work).  A real process's threads end with it without
+    a word; here every idle pool worker left at teardown printed a
+    CRITICAL traceback to the test's stderr (measured: zarr's loop
+    executor, six tracebacks a run).  A worker's own errors still show."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, ProcessKilled)
 
 
 def _refusing_outside_pools(real_submit: Callable[..., Any]) -> Callable[..., Any]:
