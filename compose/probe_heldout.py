@@ -62,6 +62,8 @@ def cases(cluster: Cluster) -> dict[str, Any]:
         ("a", programs.rewrite_at, (f"{base}/f", 1.0, b"new-data-longer")),
         ("b", programs.pread_held_open, (f"{base}/f", (0.0, 2.0, 4.5, 8.0))))
 
+    if ONLY_ROUND_2:
+        return round_2(cluster, out, setup)
     base = setup("own-write")
     cluster.run(("pos", programs.write_file, (f"{base}/f", b"A" * PAGE + b"a" * PAGE)))
     _, out["own-write"] = cluster.run(
@@ -108,11 +110,42 @@ def cases(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
+ONLY_ROUND_2 = "--round-2" in sys.argv
+
+
+def round_2(cluster: Cluster, out: dict[str, Any], setup: Any) -> dict[str, Any]:
+    """The second VM run: an O_RDWR holder, default options, finer rename looks."""
+    base = setup("open-rw")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", b"old-data")))
+    _, out["open-rw then reopen"] = cluster.run(
+        ("a", programs.rewrite_at, (f"{base}/f", 1.0, b"new-data")),
+        ("b", programs.pread_rw_then_reopen, (f"{base}/f", (0.0, 2.0, 4.5), 5.0, (5.5, 9.0))))
+    base = setup("open-fd-default")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", b"old-data")))
+    _, out["open-fd default options"] = cluster.run(
+        ("a", programs.rewrite_at, (f"{base}/f", 5.0, b"new-data")),
+        ("d", programs.pread_held_open,
+         (f"{base}/f", (0.0, 4.0, 6.0, 8.0, 9.5, 11.0, 13.0, 16.0, 20.0))))
+    looks = (2.6, 2.9, 3.2, 3.5, 3.8, 4.1, 4.4, 4.8)
+    for trial in (1, 2):
+        for name, keep in (("renamed-closed", False), ("renamed-held-open", True)):
+            base = setup(f"{name}-{trial}")
+            cluster.run(("pos", programs.write_file, (f"{base}/f", b"data")))
+            _, out[f"{name} {trial}"] = cluster.run(
+                ("a", programs.rename_at, (f"{base}/f", f"{base}/g", 1.0)),
+                ("b", programs.exists_after_reading, (f"{base}/f", looks, keep)))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", choices=("sim", "real"), default="real")
+    parser.add_argument("--round-2", action="store_true",
+                        help="the second run's cases (host d: vers=3, default timeouts)")
     args = parser.parse_args()
     hosts = {h: o for h, o in mounts("3").items() if h in ("a", "b", "pos")}
+    if args.round_2:
+        hosts["d"] = "vers=3"
     if args.backend == "sim":
         from scenarios._sim import SimBackend
         from simfs._nfs._kernels import KERNELS

@@ -788,3 +788,23 @@ def remove_tree_and_maybe_recreate(root: str, relative: str, at: float,
     if recreate:
         directory.mkdir()
         (directory / "x").write_bytes(b"again")
+
+
+def pread_rw_then_reopen(root: str, relative: str, looks: tuple[float, ...], close_at: float,
+                         reopen_looks: tuple[float, ...]) -> list[object]:
+    """pread through an O_RDWR descriptor at ``looks``, close it at ``close_at``,
+    then read through a fresh O_RDONLY open at each of ``reopen_looks``."""
+    start = time.monotonic()
+    path = Path(root) / relative
+    fd = os.open(path, os.O_RDWR)
+    seen: list[object] = []
+    for at in looks:
+        _until(start, at)
+        seen.append(os.pread(fd, 16, 0))
+    _until(start, close_at)
+    os.close(fd)
+    for at in reopen_looks:
+        _until(start, at)
+        with open(path, "rb") as handle:
+            seen.append(handle.read(16))
+    return seen

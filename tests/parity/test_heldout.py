@@ -96,3 +96,19 @@ def test_after_a_pread_got_estale_the_name_is_looked_up_again(cluster):
         _, seen = cluster.run(("a", programs.remove_at, (f"{base}/f", 1.0, recreate)),
                               ("b", programs.exists_after_stale_pread, (base, 4.5)))
         assert seen == {"pread": held, **expected, "fstat": held}
+
+
+def test_a_change_seen_while_open_for_writing_drops_the_pages_at_the_next_open(cluster):
+    # Measured (compose/probe_heldout.py --round-2, open-rw then reopen): b
+    # holds f O_RDWR and reads it; a rewrites it at 1 s.  b's pread at 4.5 s
+    # (after acregmin: a GETATTR shows the change) still returns b's old
+    # page: with a writer on the inode nfs_update_inode only defers the
+    # invalidation (NFS_INO_DATA_INVAL_DEFER).  b closes at 5 s; its next
+    # open, the first open context again, makes it an invalidation
+    # (nfs_inode_attach_open_context, fs/nfs/inode.c): new data at 5.5 s.
+    base = _setup(cluster, "open-rw")
+    cluster.run(("pos", programs.write_file, (f"{base}/f", b"old-data")))
+    _, seen = cluster.run(
+        ("a", programs.rewrite_at, (f"{base}/f", 1.0, b"new-data")),
+        ("b", programs.pread_rw_then_reopen, (f"{base}/f", (0.0, 2.0, 4.5), 5.0, (5.5, 9.0))))
+    assert seen == [b"old-data"] * 3 + [b"new-data"] * 2
