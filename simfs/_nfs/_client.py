@@ -223,12 +223,19 @@ class NfsClient(DirectoryOps, PageCacheOps):
             if attrs.is_dir:
                 cached.verifier += 1
                 cached.listing = None
-            elif not self.writers.get(fileid):
+            else:
                 # nfs_update_inode: NFS_INO_INVALID_DATA, unless this host
-                # has writers (the change could be its own writeback).
+                # has writers (the change could be its own writeback): then
+                # NFS_INO_DATA_INVAL_DEFER (kept only while pages are cached,
+                # nfs_set_cache_invalid), applied by the next open that finds
+                # no other open of the file here (measured, docs/nfs-facts.md,
+                # "Writes and data visibility").
                 cache = self.files.get(fileid)
                 if cache is not None:
-                    cache.invalid = True
+                    if not self.writers.get(fileid):
+                        cache.invalid = True
+                    elif cache.pages:
+                        cache.deferred = True
         else:
             if not cached.stamp_ns <= now < cached.stamp_ns + cached.timeo_ns:
                 cached.timeo_ns = min(max(cached.timeo_ns * 2, low), high)
@@ -360,6 +367,13 @@ class NfsClient(DirectoryOps, PageCacheOps):
         if not created:
             self._check_access(attrs)
         fileid = attrs.fileid
+        if not self.open_count.get(fileid):
+            cache = self.files.get(fileid)
+            if cache is not None and cache.deferred:
+                # nfs_inode_attach_open_context (fs/nfs/inode.c): the first
+                # open context on the inode turns a deferred invalidation
+                # into NFS_INO_INVALID_DATA.
+                cache.invalid, cache.deferred = True, False
         self.open_count[fileid] = self.open_count.get(fileid, 0) + 1
         if writable:
             self.writers[fileid] = self.writers.get(fileid, 0) + 1

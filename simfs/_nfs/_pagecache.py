@@ -26,8 +26,10 @@ The rules, with the kernel functions they follow:
 - ``nfs_update_inode`` (fs/nfs/inode.c): the cached size follows the
   server's unless writes are pending and the server's is smaller; a foreign
   change invalidates the data cache only while no descriptor on this host
-  has the file open for writing.  ``nfs_revalidate_mapping`` writes back
-  and drops an invalid cache before the next read.
+  has the file open for writing; otherwise the invalidation is deferred to
+  the next open that finds no other open of the file on this host
+  (``nfs_inode_attach_open_context``).  ``nfs_revalidate_mapping`` writes
+  back and drops an invalid cache before the next read.
 - Writeback before close or fsync happens on the client's own schedule:
   measured 0.6 s to 31 s after the data was written; the delay is drawn
   per dirtying from the host's seeded generator (``Writeback``).
@@ -91,13 +93,17 @@ class Page:
 class FileCache:
     """One file's pages on one host, and the size this host believes it has."""
 
-    __slots__ = ("dirty", "invalid", "label", "pages", "size", "writeback_due")
+    __slots__ = ("deferred", "dirty", "invalid", "label", "pages", "size", "writeback_due")
 
     def __init__(self, size: int, label: str) -> None:
         self.pages: dict[int, Page] = {}
         self.dirty: set[int] = set()
         self.size = size
         self.invalid = False
+        # NFS_INO_DATA_INVAL_DEFER: a foreign change seen while this host had
+        # the file open for writing; the next open that finds no other open
+        # of the file here invalidates the data (nfs_inode_attach_open_context).
+        self.deferred = False
         self.writeback_due: int | None = None
         self.label = label
 
@@ -209,7 +215,7 @@ class PageCacheOps:
         if cache.invalid:
             self.flush(fileid)
             cache.pages.clear()
-            cache.invalid = False
+            cache.invalid = cache.deferred = False  # nfs_invalidate_mapping clears both
         return cache
 
     def revalidate_size(self, fileid: int) -> int:

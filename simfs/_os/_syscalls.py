@@ -361,11 +361,13 @@ class Syscalls(FileCalls, DirectoryCalls):
             base = lookup_fd(self._fds, dir_fd)
             if not base.is_dir:
                 raise simulated_oserror(errno.ENOTDIR, base.path)
-            text = base.path + "/" + text
+            # openat(2) and the other *at calls walk from the descriptor's
+            # directory (its handle), as a relative path walks from the cwd.
+            return self._from_base(text, base.path, base.fileid)
         elif not text.startswith("/"):
             cwd_id = self._group.cwd_id
             if cwd_id is not None:
-                return self._from_cwd(text, cwd_id)
+                return self._from_base(text, self._group.cwd, cwd_id)
             text = self._group.cwd + "/" + text
         written = text
         text = posixpath.normpath(text)
@@ -410,16 +412,17 @@ class Syscalls(FileCalls, DirectoryCalls):
                 return None
         return [nfs.UP_FROM_START, *below] if ".." in below else None
 
-    def _from_cwd(self, text: str, cwd_id: int) -> tuple[str, int, list[str]]:
-        """A relative path starts at the working directory's handle, not its
+    def _from_base(self, text: str, base_path: str, cwd_id: int) -> tuple[str, int, list[str]]:
+        """A relative path starts at its base directory's handle (the working
+        directory's, or a directory descriptor's for the *at calls), not its
         name: after another host removed it, uses are ESTALE, not ENOENT,
         even if the name exists again (docs/nfs-facts.md, "Stale handles")."""
         relative = posixpath.normpath(text)
-        shown = posixpath.normpath(self._group.cwd + "/" + text)
+        shown = posixpath.normpath(base_path + "/" + text)
         if ".." in text:  # _physical tells a ".." component from a name like "..x"
-            # Walked from the working directory's handle (a removed one is
+            # Walked from the base directory's handle (a removed one is
             # ESTALE), then down its path again, each name really entered.
-            physical = self._physical(self._group.cwd + "/" + text)
+            physical = self._physical(base_path + "/" + text)
             if physical is not None:
                 return shown, cwd_id, _with_last_marker(text, physical)
         if relative == ".":

@@ -645,3 +645,166 @@ def directory_atime_moved(root: str, relative: str) -> bool:
     os.listdir(Path(root) / relative)
     time.sleep(4)  # past acdirmin=3: the next stat asks the server
     return os.stat(Path(root) / relative).st_atime_ns > before
+
+
+# -- held-out differences (docs/nfs-facts.md, "Held-out cases") -------------------
+
+
+def _until(start: float, at: float) -> None:
+    time.sleep(max(0.0, at - (time.monotonic() - start)))
+
+
+def rewrite_at(root: str, relative: str, at: float, data: bytes, offset: int = 0) -> None:
+    """At ``at``: open O_WRONLY (no truncation), pwrite ``data`` at ``offset``, close."""
+    time.sleep(at)
+    fd = os.open(Path(root) / relative, os.O_WRONLY)
+    os.pwrite(fd, data, offset)
+    os.close(fd)
+
+
+def pread_held_open(root: str, relative: str, looks: tuple[float, ...], size: int = 16
+                    ) -> list[object]:
+    """Open once, then pread ``size`` bytes at 0 at each time: the bytes or an errno."""
+    start = time.monotonic()
+    fd = os.open(Path(root) / relative, os.O_RDONLY)
+    seen: list[object] = []
+    for at in looks:
+        _until(start, at)
+        try:
+            seen.append(os.pread(fd, size, 0))
+        except OSError as error:
+            seen.append(errno.errorcode[error.errno or 0])
+    os.close(fd)
+    return seen
+
+
+def own_write_after_remote_change(root: str, relative: str, write_at: float,
+                                  reopen_at: float, late_at: float) -> list[bytes]:
+    """Read page 0 through an O_RDWR descriptor; at ``write_at`` write one byte in
+    page 1, fsync, pread page 0 again, close; read page 0 through fresh opens at
+    ``reopen_at`` and ``late_at``."""
+    start = time.monotonic()
+    path = Path(root) / relative
+    fd = os.open(path, os.O_RDWR)
+    seen = [os.pread(fd, 4, 0)]
+    _until(start, write_at)
+    os.pwrite(fd, b"X", 5000)
+    os.fsync(fd)
+    seen.append(os.pread(fd, 4, 0))
+    os.close(fd)
+    for at in (reopen_at, late_at):
+        _until(start, at)
+        with open(path, "rb") as handle:
+            seen.append(handle.read(4))
+    return seen
+
+
+def exists_after_stale_pread(root: str, relative: str, at: float) -> dict[str, object]:
+    """Open and read f; at ``at`` pread again (ESTALE once f is gone), then look f up."""
+    start = time.monotonic()
+    path = Path(root) / relative / "f"
+    fd = os.open(path, os.O_RDONLY)
+    os.pread(fd, 4, 0)
+    _until(start, at)
+    answers: dict[str, object] = {"pread": _errno_of(lambda: os.pread(fd, 4, 0))}
+    answers["exists"] = os.path.exists(path)
+    answers["stat"] = _errno_of(lambda: os.stat(path))
+    answers["exists again"] = os.path.exists(path)
+
+    def read() -> None:
+        answers["read"] = path.read_bytes()
+
+    answers["open"] = _errno_of(read)
+    answers["fstat"] = _errno_of(lambda: os.fstat(fd))
+    os.close(fd)
+    return answers
+
+
+def remove_at(root: str, relative: str, at: float, recreate: bytes = b"") -> None:
+    """At ``at``: unlink ``relative``; make it again holding ``recreate`` if given."""
+    time.sleep(at)
+    path = Path(root) / relative
+    path.unlink()
+    if recreate:
+        path.write_bytes(recreate)
+
+
+def rename_at(root: str, relative: str, target: str, at: float) -> None:
+    time.sleep(at)
+    os.rename(Path(root) / relative, Path(root) / target)
+
+
+def exists_after_reading(root: str, relative: str, looks: tuple[float, ...],
+                         keep_open: bool = False) -> list[bool]:
+    """Read ``relative`` (closing it unless ``keep_open``), then exists() at each time."""
+    start = time.monotonic()
+    path = Path(root) / relative
+    handle = open(path, "rb")
+    handle.read()
+    if not keep_open:
+        handle.close()
+    seen = []
+    for at in looks:
+        _until(start, at)
+        seen.append(os.path.exists(path))
+    handle.close()
+    return seen
+
+
+def dir_fd_after_removal(root: str, relative: str, at: float, cached: bool,
+                         ops: tuple[str, ...]) -> dict[str, object]:
+    """Open ``relative`` O_DIRECTORY (holding x); at ``at`` run ``ops`` through it."""
+    start = time.monotonic()
+    fd = os.open(Path(root) / relative, os.O_RDONLY | os.O_DIRECTORY)
+    if cached:
+        os.stat("x", dir_fd=fd)
+    _until(start, at)
+    calls: dict[str, Callable[[], object]] = {
+        "fstat": lambda: os.fstat(fd),
+        "listdir": lambda: os.listdir(fd),
+        "stat x": lambda: os.stat("x", dir_fd=fd),
+        "open x": lambda: os.close(os.open("x", os.O_RDONLY, dir_fd=fd)),
+        "open new": lambda: os.close(os.open("n", os.O_WRONLY | os.O_CREAT, 0o644,
+                                             dir_fd=fd)),
+        "open excl": lambda: os.close(os.open("e", os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                              0o644, dir_fd=fd)),
+        "mkdir": lambda: os.mkdir("z", dir_fd=fd),
+        "unlink x": lambda: os.unlink("x", dir_fd=fd),
+        "rmdir sub": lambda: os.rmdir("sub", dir_fd=fd),
+        "rename x": lambda: os.rename("x", "y", src_dir_fd=fd, dst_dir_fd=fd),
+    }
+    answers: dict[str, object] = {}
+    for op in ops:
+        answers[op if op not in answers else op + " again"] = _errno_of(calls[op])
+    os.close(fd)
+    return answers
+
+
+def remove_tree_and_maybe_recreate(root: str, relative: str, at: float,
+                                   recreate: bool) -> None:
+    time.sleep(at)
+    directory = Path(root) / relative
+    shutil.rmtree(directory)
+    if recreate:
+        directory.mkdir()
+        (directory / "x").write_bytes(b"again")
+
+
+def pread_rw_then_reopen(root: str, relative: str, looks: tuple[float, ...], close_at: float,
+                         reopen_looks: tuple[float, ...]) -> list[object]:
+    """pread through an O_RDWR descriptor at ``looks``, close it at ``close_at``,
+    then read through a fresh O_RDONLY open at each of ``reopen_looks``."""
+    start = time.monotonic()
+    path = Path(root) / relative
+    fd = os.open(path, os.O_RDWR)
+    seen: list[object] = []
+    for at in looks:
+        _until(start, at)
+        seen.append(os.pread(fd, 16, 0))
+    _until(start, close_at)
+    os.close(fd)
+    for at in reopen_looks:
+        _until(start, at)
+        with open(path, "rb") as handle:
+            seen.append(handle.read(16))
+    return seen

@@ -189,3 +189,31 @@ def test_the_writing_host_reads_its_own_unflushed_data():
     process = world.spawn(a, scenario)
     world.run()
     assert process.result() == b"mine"
+
+
+def test_a_change_seen_while_the_host_writes_drops_its_pages_only_at_its_next_open():
+    # docs/nfs-facts.md, "Writes and data visibility" (measured in the VM):
+    # B holds f O_RDWR; A's change, seen by B's GETATTR after acregmin, leaves
+    # B's pages in use (NFS_INO_DATA_INVAL_DEFER, nfs_update_inode); B's next
+    # open after its close drops them (nfs_inode_attach_open_context).
+    def writer():
+        posix.sleep(1.0)
+        fd = posix.open("/shared/f", os.O_WRONLY)
+        os.pwrite(fd, b"new-data", 0)
+        posix.close(fd)
+
+    def holder():
+        fd = posix.open("/shared/f", os.O_RDWR)
+        seen = [os.pread(fd, 16, 0)]
+        posix.sleep(4.5 - posix.monotonic())  # past acregmin (3 s): a GETATTR
+        seen.append(os.pread(fd, 16, 0))
+        posix.close(fd)
+        seen.append(_read("/shared/f"))
+        return seen
+
+    world, a, b = two_hosts()
+    world.server.write_bytes("/shared/f", b"old-data")
+    world.spawn(a, writer)
+    held = world.spawn(b, holder)
+    world.run()
+    assert held.result() == [b"old-data", b"old-data", b"new-data"]

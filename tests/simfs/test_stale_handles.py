@@ -131,6 +131,40 @@ def test_a_recreated_cwd_stays_stale_until_the_process_chdirs_to_its_path_again(
     assert process.result() == ("ok", "ESTALE", "ESTALE", ["new"])
 
 
+def test_calls_through_a_directory_descriptor_walk_from_its_handle_not_its_name():
+    # docs/nfs-facts.md, "Stale handles" (measured, compose/probe_heldout.py):
+    # B opens d O_DIRECTORY; A removes d and makes it again with a file x.
+    # Through B's descriptor every call that asks the server is ESTALE (the
+    # *at calls start at the descriptor's handle: fs/namei.c path_init),
+    # while the same names by path reach the new directory.
+    def through_descriptor() -> dict[str, object]:
+        fd = os.open("/shared/d", os.O_RDONLY | os.O_DIRECTORY)
+        posix.sleep(2.0)
+        answers = {
+            "stat x": _outcome(lambda: os.stat("x", dir_fd=fd) and None),
+            "open x": _outcome(lambda: os.close(os.open("x", os.O_RDONLY, dir_fd=fd))),
+            "create": _outcome(lambda: os.close(os.open("n", os.O_WRONLY | os.O_CREAT, 0o644,
+                                                       dir_fd=fd))),
+            "mkdir": _outcome(lambda: os.mkdir("z", dir_fd=fd)),
+            "unlink x": _outcome(lambda: os.unlink("x", dir_fd=fd)),
+            "listdir": _outcome(os.listdir, fd),
+            "by path": os.listdir("/shared/d"),
+        }
+        os.close(fd)
+        return answers
+
+    world = World()
+    world.server.mkdir("/shared/d")
+    world.server.write_bytes("/shared/d/x", b"x")
+    a, b = world.host("a"), world.host("b")
+    world.spawn(a, _remove_tree_at, 1.0, True)
+    process = world.spawn(b, through_descriptor)
+    world.run()
+    assert process.result() == {"stat x": "ESTALE", "open x": "ESTALE", "create": "ESTALE",
+                                "mkdir": "ESTALE", "unlink x": "ESTALE", "listdir": "ESTALE",
+                                "by path": ["new"]}
+
+
 def _exists_at(path: str, *times: float) -> list[bool]:
     seen = []
     for at in times:
