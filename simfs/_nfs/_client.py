@@ -416,6 +416,6 @@ class NfsClient(DirectoryOps, PageCacheOps):
                 del cache.pages[index]
             tail = size % PAGE_SIZE
             if tail and keep - 1 in cache.pages:
-                cache.pages[keep - 1].writable()[tail:] = bytes(PAGE_SIZE - tail)
+                cache.pages[keep - 1].writable(self.server.store)[tail:] = bytes(PAGE_SIZE - tail)
         return attrs
 

@@ -39,7 +39,7 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from .._engine._clock import NS_PER_S
 from ._fsstat import BLOCK
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from ._mount import MountOptions
     from ._server import Server
+    from ._store import BlockStore
 
 PAGE_SIZE: Final = 4096
 assert PAGE_SIZE == BLOCK  # pages share the server's blocks (Page.data)
@@ -69,21 +70,27 @@ class Page:
     ``data`` is copy-on-write: an immutable ``bytes`` shared with the server
     (a page read, or one written back whole) until this host writes into it,
     when ``writable()`` gives the page its own ``bytearray``.  So a file read
-    or written on any number of hosts holds its bytes once.
+    or written on any number of hosts holds its bytes once.  With a block
+    store (``World(store=)``) a clean page's ``data`` is the block's number
+    in the store instead (an ``int``), read back when a call wants the bytes:
+    the same block, which never changes, so a stale page stays stale.
     """
 
     __slots__ = ("data", "dirty", "uptodate")
 
     def __init__(self) -> None:
-        self.data: bytes | bytearray = _ZERO_PAGE
+        self.data: bytes | bytearray | int = _ZERO_PAGE
         self.uptodate = False
         self.dirty: tuple[int, int] | None = None
 
-    def writable(self) -> bytearray:
+    def writable(self, store: BlockStore | None = None) -> bytearray:
         """The page's own bytes, copied from the shared ones on first write."""
         data = self.data
         if type(data) is bytearray:
             return data
+        if type(data) is int:
+            assert store is not None  # numbers only come with a store
+            data = store.get(data)
         own = self.data = bytearray(data)
         return own
 
@@ -265,18 +272,25 @@ class PageCacheOps:
                    if (page := pages.get(i)) is None or not page.uptodate]
         if missing:
             self._fill(fileid, cache, missing)
+        store = self.server.store
         if first == last:
             base = first * PAGE_SIZE
             data = pages[first].data
+            if type(data) is int:
+                assert store is not None  # numbers only come with a store
+                data = store.get(data)
             if end - offset == PAGE_SIZE and type(data) is bytes:
                 return data  # a whole shared page: immutable, no copy needed
-            return bytes(data[offset - base:end - base])
+            return bytes(data[offset - base:end - base])  # type: ignore[index]
         # One copy, from the pages themselves (a bytes result is the API's).
         head = offset - first * PAGE_SIZE
         tail = end - last * PAGE_SIZE
-        return b"".join([memoryview(pages[first].data)[head:],
-                         *[pages[index].data for index in range(first + 1, last)],
-                         memoryview(pages[last].data)[:tail]])
+        held = [pages[index].data for index in range(first, last + 1)]
+        # With a store, numbers become their blocks' bytes (a run in one read).
+        parts = (cast("list[bytes | bytearray]", held) if store is None
+                 else store.resolve(held))
+        return b"".join([memoryview(parts[0])[head:], *parts[1:-1],
+                         memoryview(parts[-1])[:tail]])
 
     def write_data(self, fileid: int, offset: int, payload: memoryview, *, readable: bool,
                    sync: bool, locks: str) -> None:
@@ -308,7 +322,7 @@ class PageCacheOps:
             if (readable and not page.uptodate and page.dirty is None and page_length
                     and (end < page_length or start)):
                 self._fill(fileid, cache, [index])  # read-modify-write
-            data = page.writable()
+            data = page.writable(self.server.store)
             data[start:end] = payload[done:done + end - start]
             if not page.uptodate:
                 if page_length == 0:
@@ -386,9 +400,14 @@ class PageCacheOps:
         A run is handed over as the pages' own pieces, not joined: a page
         dirty from end to end is frozen into ``bytes`` that the server keeps
         as its block and this cache keeps as the page (shared, copy-on-write).
+        With a block store such pages are written to it first, all in one go
+        (a failure there changes nothing), and the server and this cache
+        keep the block's number instead.
         """
-        runs: list[tuple[int, list[bytes | memoryview]]] = []
+        runs: list[tuple[int, list[bytes | memoryview | int]]] = []
         run_end = -1
+        store = self.server.store
+        whole: list[tuple[list[bytes | memoryview | int], int, Page]] = []
         for index in indexes:
             page = cache.pages[index]
             if page.dirty is None:
@@ -397,23 +416,39 @@ class PageCacheOps:
             start = index * PAGE_SIZE + low
             piece: bytes | memoryview
             if low == 0 and high == PAGE_SIZE:
-                piece = page.data = bytes(page.data)
+                if store is None:
+                    piece = page.data = bytes(page.data)
+                else:
+                    piece = memoryview(cast("bytes", page.data))  # dirty: never a number
             else:
-                piece = memoryview(page.data)[low:high]
+                piece = memoryview(cast("bytearray", page.data))[low:high]
             if runs and run_end == start:
                 runs[-1][1].append(piece)
             else:
                 runs.append((start, [piece]))
+            if store is not None and low == 0 and high == PAGE_SIZE:
+                whole.append((runs[-1][1], len(runs[-1][1]) - 1, page))
             run_end = start + high - low
-            page.dirty = None
-            cache.dirty.discard(index)
+        if whole:
+            assert store is not None
+            number = store.put([pieces[at] for pieces, at, _ in whole],  # type: ignore[misc]
+                               cache.label)  # whole pages: bytes-like, never numbers
+            for pieces, at, page in whole:
+                pieces[at] = page.data = number
+                number += 1
+        for index in indexes:
+            page = cache.pages[index]
+            if page.dirty is not None:
+                page.dirty = None
+                cache.dirty.discard(index)
         for start, pieces in runs:
-            size = sum(map(len, pieces))
+            size = sum(PAGE_SIZE if isinstance(piece, int) else len(piece)
+                       for piece in pieces)
             if size <= self.options.wsize:
                 self._rpc("WRITE", size)
             else:
                 self._send_split("WRITE", size, size, self.options.wsize)
-            self.server.write_pieces(fileid, start, pieces)
+            self.server.write_pieces(fileid, start, pieces, cache.label)
         if runs:
             self._own_write(fileid)
 
