@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Final, cast
 from .._engine._clock import NS_PER_S
 from ._fsstat import BLOCK
 from ._server import ZERO_BLOCK
+from ._store import NumberMap
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
@@ -96,17 +97,70 @@ class Page:
 
 
 class FileCache:
-    """One file's pages on one host, and the size this host believes it has."""
+    """One file's pages on one host, and the size this host believes it has.
 
-    __slots__ = ("dirty", "invalid", "label", "pages", "size", "writeback_due")
+    With a block store, a clean, up-to-date page whose bytes are a block in
+    the store is kept as that block's number alone, in ``stored`` (8 bytes a
+    page, no ``Page``); ``page()`` turns it back into a ``Page`` when a write
+    wants one.  A page index is in ``pages`` or ``stored``, never both.
+    """
 
-    def __init__(self, size: int, label: str) -> None:
+    __slots__ = ("dirty", "invalid", "label", "pages", "size", "stored", "writeback_due")
+
+    def __init__(self, size: int, label: str, stored: bool = False) -> None:
         self.pages: dict[int, Page] = {}
+        self.stored = NumberMap() if stored else None
         self.dirty: set[int] = set()
         self.size = size
         self.invalid = False
         self.writeback_due: int | None = None
         self.label = label
+
+    def data_at(self, index: int) -> bytes | bytearray | int | None:
+        """Page ``index``'s data (a store number for a stored page); None
+        when this host has not got it up to date."""
+        page = self.pages.get(index)
+        if page is not None:
+            return page.data if page.uptodate else None
+        stored = self.stored
+        return None if stored is None else stored.get(index)
+
+    def holds(self, index: int) -> bool:
+        """Whether this host caches anything of page ``index``."""
+        return index in self.pages or (self.stored is not None and index in self.stored)
+
+    def page(self, index: int) -> Page:
+        """Page ``index`` as a ``Page`` to change, made if there is none."""
+        page = self.pages.get(index)
+        if page is None:
+            page = self.pages[index] = Page()
+            stored = self.stored
+            if stored is not None:
+                number = stored.get(index)
+                if number is not None:
+                    del stored[index]
+                    page.data = number
+                    page.uptodate = True
+        return page
+
+    def keep(self, index: int, number: int) -> None:
+        """Page ``index`` is clean, up to date, and block ``number`` in the store."""
+        assert self.stored is not None
+        self.pages.pop(index, None)
+        self.stored[index] = number
+
+    def drop_pages(self, first: int = 0) -> None:
+        """Forget pages ``first`` and after (all of them by default)."""
+        if first == 0:
+            self.pages.clear()
+            if self.stored is not None:
+                self.stored.clear()
+            return
+        for index in [i for i in self.pages if i >= first]:
+            del self.pages[index]
+        if self.stored is not None:
+            for index in [i for i in self.stored if i >= first]:
+                del self.stored[index]
 
     def page_length(self, index: int) -> int:
         """``nfs_page_length``: how many bytes of page ``index`` lie inside the size."""
@@ -204,7 +258,8 @@ class PageCacheOps:
         cache = self.files.get(fileid)
         if cache is None:
             cache = self.files[fileid] = FileCache(self._cached_size(fileid),
-                                                   label or f"fileid {fileid}")
+                                                   label or f"fileid {fileid}",
+                                                   self.server.store is not None)
         elif label:
             cache.label = label
         return cache
@@ -215,7 +270,7 @@ class PageCacheOps:
         cache = self.file_cache(fileid)
         if cache.invalid:
             self.flush(fileid)
-            cache.pages.clear()
+            cache.drop_pages()
             cache.invalid = False
         return cache
 
@@ -252,6 +307,9 @@ class PageCacheOps:
                 pages = cache.pages
                 for number, block in zip(run, blocks, strict=True):
                     page = pages.get(number)
+                    if page is None and type(block) is int:
+                        cache.keep(number, block)  # a block in the store: its number alone
+                        continue
                     if page is None:
                         page = pages[number] = Page()
                     page.data = block
@@ -268,14 +326,17 @@ class PageCacheOps:
             return b""
         first, last = offset // PAGE_SIZE, (end - 1) // PAGE_SIZE
         pages = cache.pages
-        missing = [i for i in range(first, last + 1)
-                   if (page := pages.get(i)) is None or not page.uptodate]
+        store = self.server.store
+        if store is None:
+            missing = [i for i in range(first, last + 1)
+                       if (page := pages.get(i)) is None or not page.uptodate]
+        else:
+            missing = [i for i in range(first, last + 1) if cache.data_at(i) is None]
         if missing:
             self._fill(fileid, cache, missing)
-        store = self.server.store
         if first == last:
             base = first * PAGE_SIZE
-            data = pages[first].data
+            data = pages[first].data if store is None else cache.data_at(first)
             if type(data) is int:
                 assert store is not None  # numbers only come with a store
                 data = store.get(data)
@@ -285,7 +346,9 @@ class PageCacheOps:
         # One copy, from the pages themselves (a bytes result is the API's).
         head = offset - first * PAGE_SIZE
         tail = end - last * PAGE_SIZE
-        held = [pages[index].data for index in range(first, last + 1)]
+        held = ([pages[index].data for index in range(first, last + 1)] if store is None
+                else cast("list[bytes | bytearray | int]",  # all up to date now
+                          [cache.data_at(index) for index in range(first, last + 1)]))
         # With a store, numbers become their blocks' bytes (a run in one read).
         parts = (cast("list[bytes | bytearray]", held) if store is None
                  else store.resolve(held))
@@ -296,12 +359,12 @@ class PageCacheOps:
                    sync: bool, locks: str) -> None:
         """Copy ``payload`` into the cache at ``offset`` and mark it dirty."""
         cache = self.file_cache(fileid)
-        pages, dirty = cache.pages, cache.dirty
+        pages, dirty, stored = cache.pages, cache.dirty, cache.stored
         position, done, total = offset, 0, len(payload)
         while done < total:
             index, start = divmod(position, PAGE_SIZE)
             end = min(PAGE_SIZE, start + total - done)
-            page = pages.get(index)
+            page = pages.get(index) if stored is None else cache.page(index)
             if page is None:
                 page = pages[index] = Page()
             if end - start == PAGE_SIZE:
@@ -407,7 +470,7 @@ class PageCacheOps:
         runs: list[tuple[int, list[bytes | memoryview | int]]] = []
         run_end = -1
         store = self.server.store
-        whole: list[tuple[list[bytes | memoryview | int], int, Page]] = []
+        whole: list[tuple[list[bytes | memoryview | int], int, Page, int]] = []
         for index in indexes:
             page = cache.pages[index]
             if page.dirty is None:
@@ -427,19 +490,22 @@ class PageCacheOps:
             else:
                 runs.append((start, [piece]))
             if store is not None and low == 0 and high == PAGE_SIZE:
-                whole.append((runs[-1][1], len(runs[-1][1]) - 1, page))
+                whole.append((runs[-1][1], len(runs[-1][1]) - 1, page, index))
             run_end = start + high - low
         if whole:
             assert store is not None
-            number = store.put([pieces[at] for pieces, at, _ in whole],  # type: ignore[misc]
+            number = store.put([pieces[at] for pieces, at, _, _ in whole],  # type: ignore[misc]
                                cache.label)  # whole pages: bytes-like, never numbers
-            for pieces, at, page in whole:
-                pieces[at] = page.data = number
+            for pieces, at, page, index in whole:
+                pieces[at] = number
+                page.dirty = None
+                cache.dirty.discard(index)
+                cache.keep(index, number)  # clean now: its number alone
                 number += 1
         for index in indexes:
-            page = cache.pages[index]
-            if page.dirty is not None:
-                page.dirty = None
+            maybe = cache.pages.get(index)
+            if maybe is not None and maybe.dirty is not None:
+                maybe.dirty = None
                 cache.dirty.discard(index)
         for start, pieces in runs:
             size = sum(PAGE_SIZE if isinstance(piece, int) else len(piece)

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import errno
 import stat as stat_mod
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
 from ._fsstat import BLOCK, FAST_SYMLINK_MAX, FsStat, fsstat
+from ._store import NumberMap
 
 if TYPE_CHECKING:
     from ._store import BlockStore
@@ -117,8 +118,12 @@ class Inode:
         self.uid = self.gid = 0
         # The file's data blocks the server's ext4 allocated, by index: those
         # a WRITE touched; a hole a truncate or a seek left has none.
-        self.blocks: dict[int, Block] = {}
         self.blockstore = blockstore
+        self.blocks = self.no_blocks()
+
+    def no_blocks(self) -> MutableMapping[int, Block]:
+        """An empty block map: a dict, or with a store a ``NumberMap`` (8 bytes a block)."""
+        return {} if self.blockstore is None else NumberMap()
 
     def _load(self, block: Block) -> bytes:
         """A block's bytes, read from the store when it is a number there."""
@@ -581,7 +586,7 @@ class Server:
                 self._touch(inode)
             return inode.attrs()
         if inode.contents(0, inode.size) != data:
-            inode.blocks = {}
+            inode.blocks = inode.no_blocks()
             inode.size = 0
             inode.store(0, data)
             self._touch(inode)

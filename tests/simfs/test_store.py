@@ -283,3 +283,21 @@ def test_a_full_disk_under_the_store_stops_the_run_and_leaves_the_file_as_it_was
     assert not isinstance(caught[0], OSError)
     assert world.server.read_bytes("/shared/f") == b"1" * 10_000
     assert isinstance(caught[0], simfs.SimfsError)
+
+
+def test_the_compact_block_map_answers_as_a_dict_of_numbers_does():
+    from simfs._nfs._store import NumberMap
+
+    compact, plain = NumberMap(), {}
+    for step in range(3000):
+        index = (step * 7919) % 5000 + (1 << 30 if step % 5 == 0 else 0)  # far chunks too
+        if step % 4 == 3:
+            assert compact.pop(index, None) == plain.pop(index, None)
+        else:
+            compact[index] = plain[index] = step
+        assert (compact.get(index, "hole"), index in compact) == \
+            (plain.get(index, "hole"), index in plain)
+    assert (len(compact), sorted(compact), dict(compact.items())) == \
+        (len(plain), sorted(plain), dict(sorted(plain.items())))
+    compact.clear()
+    assert (len(compact), list(compact), compact.get(5)) == (0, [], None)
