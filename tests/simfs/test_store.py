@@ -301,3 +301,27 @@ def test_the_compact_block_map_answers_as_a_dict_of_numbers_does():
         (len(plain), sorted(plain), dict(sorted(plain.items())))
     compact.clear()
     assert (len(compact), list(compact), compact.get(5)) == (0, [], None)
+
+
+def test_a_full_disk_met_by_a_background_writeback_stops_the_run_too(monkeypatch):
+    def dirty_then_wait(path):
+        fd = posix.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        posix.write(fd, b"d" * 8192)  # written back on the client's own schedule
+        posix.sleep(60.0)
+        posix.close(fd)
+
+    def poll(path):
+        for _ in range(600):
+            os.path.exists(path)
+            posix.sleep(0.1)
+
+    world, a, b = two_hosts(store=True)
+    _failing_disk(monkeypatch, after=0)
+    world.spawn(a, dirty_then_wait, "/shared/f")
+    world.spawn(b, poll, "/shared/other")
+    with pytest.raises(StoreError, match=r"writing 8192 bytes of /shared/f failed: "
+                                         r"\[Errno 28\] No space left on device"):
+        world.run()
+    assert world.server.stat("/shared/f").size == 0  # the WRITE landed nothing
+    # It landed during the poller's call on the other host, which met the error.
+    assert isinstance(world.processes[1].exception(), StoreError)
