@@ -14,6 +14,13 @@ asserts: machine load moves every absolute number.
 - RSS per file byte: a file written on one host and read on another, peak
   RSS above an empty world's, divided by the file's size (1.0: the bytes
   are held once);
+- the same with ``World(store=True)`` (file data on the real disk) beside
+  without, the writer fsyncing every 64 MiB (4 MiB with ``--quick``) so
+  that dirty pages, which stay in memory until written back, stay within
+  that: 16 MiB with ``--quick``, else 1 GiB and 10 GiB (10 GiB with the store only: without
+  it needs about 1.4 times 10 GiB of RAM, which the figure above gives);
+  and the CPU time of a small write/read loop across two hosts with the
+  store beside without it;
 - RSS per trace event at default settings: a poller past the trace's kept
   window, peak RSS above an empty world's, divided by the events recorded,
   beside the same run keeping every event (``trace_keep=None``);
@@ -39,6 +46,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FILE_MIB = (int(sys.argv[sys.argv.index("--file-mib") + 1]) if "--file-mib" in sys.argv
             else 16 if QUICK else 256)
 POLLS = 60_000 if QUICK else 500_000  # 2 events each: past the 100,000 kept
+# (MiB, with the store): the store's figures; 10 GiB only with the store.
+STORED = ([(16, False), (16, True)] if QUICK
+          else [(1024, False), (1024, True), (10240, True)])
+SYNC_MIB = 4 if QUICK else 64  # the writer's fsync interval in the store's figures
+LOOP = 1000 if QUICK else 5000  # rounds of the small write/read loop
 EXAMPLES = 20 if QUICK else 200
 
 # Issue 29's "before" figure, measured on the project's 2-core machine at
@@ -57,14 +69,18 @@ def peak():
 
 if mode == "file":
     from simfs import World
-    mib = int(arg)
-    w = World(seed=1, step_timeout=600.0)
+    mib, store, sync = (arg.split(":") + ["", "0"])[:3]
+    mib, sync = int(mib), int(sync)
+    w = World(seed=1, step_timeout=600.0, **({"store": True} if store == "store" else {}))
     a, b = w.host("a"), w.host("b")
     def write():
         block = b"x" * (1 << 20)
         with open("/shared/big", "wb") as f:
-            for _ in range(mib):
+            for n in range(mib):
                 f.write(block)
+                if sync and n % sync == sync - 1:
+                    f.flush()
+                    os.fsync(f.fileno())  # a real writer's dirty limit, by hand
     def read():
         with open("/shared/big", "rb") as f:
             while f.read(1 << 20):
@@ -72,6 +88,32 @@ if mode == "file":
     if mib:
         w.spawn(a, write); w.run(); w.spawn(b, read); w.run()
     print(json.dumps({"peak": peak()}))
+elif mode == "loop":
+    from simfs import World
+    rounds, store = arg.split(":")
+    rounds = int(rounds)
+    w = World(seed=1, **({"store": True} if store == "store" else {}))
+    def writer():
+        for n in range(rounds):
+            with open("/shared/f", "r+b" if n else "wb") as f:
+                f.seek(n * 1000 % 65536)
+                f.write(b"w" * 5000)
+            time.sleep(0.1)
+    def reader():
+        for n in range(rounds):
+            time.sleep(0.1)
+            with open("/shared/f", "rb") as f:
+                f.seek(n * 777 % 65536)
+                f.read(9000)
+    w.spawn(w.host("a"), writer)
+    w.spawn(w.host("b"), reader)
+    w.run()  # imports and first-use costs out of the count: a second world is timed
+    start = time.process_time()
+    w = World(seed=1, **({"store": True} if store == "store" else {}))
+    w.spawn(w.host("a"), writer)
+    w.spawn(w.host("b"), reader)
+    w.run()
+    print(json.dumps({"cpu": time.process_time() - start}))
 elif mode == "events":
     from simfs import World
     polls, keep = arg.split(":")
@@ -150,7 +192,7 @@ def _child(path: Path, mode: str, arg: str) -> dict[str, float]:
         if path == ROOT:
             raise SystemExit(f"bench_scale: the {mode} child failed:\n{done.stderr}")
         nan = float("nan")
-        return {"peak": nan, "events": nan, "rate": nan}
+        return {"peak": nan, "events": nan, "rate": nan, "cpu": nan}
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
@@ -159,6 +201,12 @@ def measure(path: Path) -> dict[str, float]:
     figures: dict[str, float] = {}
     empty = _child(path, "file", "0")["peak"]
     figures["file"] = (_child(path, "file", str(FILE_MIB))["peak"] - empty) / (FILE_MIB << 20)
+    for mib, stored in STORED:
+        peak = _child(path, "file",
+                      f"{mib}:{'store' if stored else 'memory'}:{SYNC_MIB}")["peak"]
+        figures[f"file {mib} {'store' if stored else 'memory'}"] = peak - empty
+    for store in ("memory", "store"):
+        figures[f"loop {store}"] = _child(path, "loop", f"{LOOP}:{store}")["cpu"]
     empty = _child(path, "events", "0:default")["peak"]
     for keep in ("default", "all"):
         events = _child(path, "events", f"{POLLS}:{keep}")
@@ -197,6 +245,16 @@ def main() -> None:
     if against is None:
         print(f"  RSS per file byte            {now['file']:8.2f} B   (issue 29 before: "
               f"{BEFORE_FILE:.2f} B, {BEFORE_FILE / now['file']:.1f}x as much)")
+        print("  file data on the real disk, World(store=True), written in 1 MiB writes "
+              f"with an fsync every {SYNC_MIB} MiB and read back on another host: peak RSS "
+              "above an empty world's")
+        for mib, stored in STORED:
+            key = f"file {mib} {'store' if stored else 'memory'}"
+            print(f"    {mib:6} MiB {'with' if stored else 'without':7} the store "
+                  f"{now[key] / 1e6:9.1f} MB  ({now[key] / (mib << 20):.3f} B per file byte)")
+        print(f"  a small write/read loop ({LOOP} rounds, two hosts): "
+              f"{now['loop store'] / now['loop memory']:.2f}x the CPU time with the store "
+              f"({now['loop store']:.2f} s, without {now['loop memory']:.2f} s)")
         print(f"  RSS per event, default trace {now['event default']:8.2f} B   (every event "
               f"kept: {now['event all']:.2f} B, "
               f"{now['event all'] / max(now['event default'], 1e-9):.1f}x as much)")
@@ -205,22 +263,31 @@ def main() -> None:
                   "dominates; without --quick: 1,000,000 events)")
         print("  examples per CPU second (--against REV compares them with another revision)")
         for key, value in now.items():
-            if not key.startswith(("file", "event")):
+            if not key.startswith(("file", "event", "loop")):
                 print(f"    {key:27}{value:8.1f}")
         return
     with tempfile.TemporaryDirectory() as directory:
         then = measure(_tree(against, directory))
     print(f"{'':34}{'now':>12}{against[:12]:>14}{'then/now':>10}")
     for key, value in now.items():
-        unit = " B" if key.startswith(("file", "event")) else "  "
+        unit = (" B" if key.startswith(("file", "event")) else " s" if key.startswith("loop")
+                else "  ")
         label = {"file": "RSS per file byte", "event default": "RSS per event (default)",
                  "event all": "RSS per event (keep all)"}.get(key, f"examples/CPU s {key}")
+        if key.startswith("file "):
+            mib, where = key[5:].split()
+            label = f"RSS {mib} MiB file, {where}"
+            unit, value, then[key] = " MB", value / 1e6, then[key] / 1e6
+        elif key.startswith("loop"):
+            label = f"CPU s, small loop, {key[5:]}"
         if math.isnan(then[key]):
             print(f"  {label:32}{value:10.2f}{unit}{'n/a':>12}{unit}{'':>10}")
             continue
-        ratio = then[key] / max(value, 1e-9) if unit == " B" else value / max(then[key], 1e-9)
+        ratio = (then[key] / max(value, 1e-9) if unit in (" B", " MB", " s")
+                 else value / max(then[key], 1e-9))
         print(f"  {label:32}{value:10.2f}{unit}{then[key]:12.2f}{unit}{ratio:9.2f}x")
-    print("  (x: how many times better now: memory then/now, examples now/then)")
+    print("  (x: how many times better now: memory then/now, examples now/then; the RSS "
+          f"of a file: above an empty world's, its writer fsyncing every {SYNC_MIB} MiB)")
 
 
 if __name__ == "__main__":

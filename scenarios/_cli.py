@@ -146,6 +146,10 @@ def _add_run_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--link", type=_link, default=DEFAULT_LINK, metavar="RATE",
                          help="simulation: the rate each host's READs and WRITEs move data "
                               f"at, e.g. 25Gbit/s (default {DEFAULT_LINK}); none: no time")
+    command.add_argument("--store", action="store_true",
+                         help="simulation: file data in a real file in a temporary "
+                              "directory, World(store=True), not in memory (the same runs "
+                              "and digests)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -281,15 +285,17 @@ def _params(args: argparse.Namespace) -> int:
 
 
 def _backend(name: str, rpc_latency: float = 0.0, recording: bool = False,
-             link: str | None = DEFAULT_LINK) -> Backend:
+             link: str | None = DEFAULT_LINK, store: bool = False) -> Backend:
+    # --store: World(store=True); without it the argument is left out.
+    stored: dict[str, Any] = {"store": True} if store else {}
     if name == "sim" and recording:
         from ._report import RecordingSimBackend
 
-        return RecordingSimBackend(rpc_latency=rpc_latency, link=link)
+        return RecordingSimBackend(rpc_latency=rpc_latency, link=link, **stored)
     if name == "sim":
         from ._sim import SimBackend
 
-        return SimBackend(rpc_latency=rpc_latency, link=link)
+        return SimBackend(rpc_latency=rpc_latency, link=link, **stored)
     if name == "compose":  # docker-compose's stack through the docker SDK
         from ._compose import open_for_cli
 
@@ -357,7 +363,8 @@ def _fidelity(args: argparse.Namespace) -> int:
     params = scenario_class.resolve_params(_overrides(args.param), args.trials)
     progress = ProgressLine.for_stderr(args.quiet)
     table, flags = run_fidelity(scenario_class(),
-                                _backend("sim", args.rpc_latency, link=args.link),
+                                _backend("sim", args.rpc_latency, link=args.link,
+                                         store=args.store),
                                 _backend(args.backend), args.seed, params, progress)
     progress.finish()
     print(table)
@@ -399,7 +406,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ScenarioError("--report needs one scenario on the simulation (--backend sim), "
                             f"not {args.name!r} on {args.backend!r}")
     backend = _backend(args.backend, args.rpc_latency, recording=args.report is not None,
-                       link=args.link)
+                       link=args.link, store=args.store)
     progress_line = ProgressLine.for_stderr(args.quiet)
     progress: Any = progress_line
     if args.report is not None:

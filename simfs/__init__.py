@@ -32,6 +32,7 @@ from ._errors import (
     SharedModuleWarning,
     SimfsError,
     SimulationEscape,
+    StoreError,
 )
 from ._nfs._beliefs import Belief
 from ._nfs._faults import FAULTABLE_OPS, CloseDelay, FaultPlan, FaultRule, HostCrash
@@ -104,6 +105,7 @@ __all__ = [
     "SharedModuleWarning",
     "SimfsError",
     "SimulationEscape",
+    "StoreError",
     "Timeline",
     "Trace",
     "TraceEvent",

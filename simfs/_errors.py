@@ -145,6 +145,18 @@ class ProcessNotFinished(SimfsError):
     """``Process.result()`` was asked for before the process ended."""
 
 
+class StoreError(SimfsError):
+    """The real disk under ``World(store=)`` failed a write (a full disk's
+    ``ENOSPC``, ``EIO``), or the store would pass ``store_size``.
+
+    Not an ``OSError``: the program under test must never take the real
+    disk's error for a simulated one.  Raised inside the process whose WRITE
+    met it *and* re-raised by ``World.run()`` at the end, as a
+    ``SimulationEscape`` is; the simulated file is left as it was before
+    that WRITE.
+    """
+
+
 class HostCrashed(SimfsError):
     """The process's host crashed (a fault plan's ``HostCrash``) before it finished."""
 

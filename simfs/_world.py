@@ -54,6 +54,7 @@ from ._nfs._mount import MountOptions
 from ._nfs._pagecache import Writeback, WritebackQueue, seeded_delay
 from ._nfs._server import Server
 from ._nfs._serverview import ServerView
+from ._nfs._store import open_store
 from ._os._machine import (
     DEFAULT_ZONE,
     check_env,
@@ -62,6 +63,7 @@ from ._os._machine import (
     default_environment,
     local_mounts,
     merged,
+    parse_size,
 )
 from ._os._mounts import Mounts
 from ._os._syscalls import Syscalls
@@ -137,7 +139,7 @@ class LocalMount:
         """The disk's tree and client, made at the first use."""
         if self._client is None:
             world = self._world
-            disk = LocalDisk(world._clock, self.number, self.size)
+            disk = LocalDisk(world._clock, self.number, self.size, world._server_state.store)
             self._client = LocalClient(disk, world._clock)
         return self._client
 
@@ -235,6 +237,19 @@ class World:
             even so (a pure-Python package whose objects must stay the same
             ones in every process, for example one a shared C extension
             checks against).
+        store: where the server's file data lives, the export's and every
+            local disk's: None (the default) keeps it in memory (a file costs
+            its size in RAM once); True writes it to an unlinked file in a
+            temporary directory; a path, to one in that existing directory.
+            With a store, RAM holds block numbers and dirty pages, not
+            data: for files larger than memory.  Invisible to the model:
+            the same RPCs, trace and answers (docs/design.md, "The block
+            store").  A real error under it (a full disk) stops the run with
+            ``StoreError``, never a simulated error or a corrupt file.
+        store_size: the most bytes the store may write (an int, or ``"20GiB"``);
+            refused here when the directory has less free space, and a run
+            that would pass it stops with ``StoreError``.  Blocks are never
+            rewritten in place: every block a WRITE changes takes 4 KiB more.
 
     What a test reads and sets up, besides the methods below:
 
@@ -268,8 +283,9 @@ class World:
                  step_timeout: float = 10.0, max_events: int = 1_000_000,
                  trace_keep: int | None = DEFAULT_TRACE_KEEP,
                  env: Mapping[str, str | None] | None = None, tz: str = DEFAULT_ZONE,
-                 per_process_modules: bool = True, shared_modules: Sequence[str] = ()
-                 ) -> None:
+                 per_process_modules: bool = True, shared_modules: Sequence[str] = (),
+                 store: str | os.PathLike[str] | bool | None = None,
+                 store_size: int | str | None = None) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int >= 0, not {seed!r}")
         if seed < 0:
@@ -287,6 +303,8 @@ class World:
             raise TypeError(f"per_process_modules must be True or False, not "
                             f"{per_process_modules!r}")
         self._shared_modules = _check_shared_modules(shared_modules)
+        block_store = open_store(store, None if store_size is None
+                                 else parse_size(store_size, "World(store_size=)"))
         self._per_process_modules = per_process_modules
         self._reported_shared: set[str] = set()
         self._seed = seed
@@ -303,13 +321,15 @@ class World:
         self._scheduler = make_scheduler(self._clock, choose, choose_on_main=on_main,
                                         step_timeout=step_timeout, max_events=max_events,
                                         processes=self._processes, on_exit=self._on_exit)
-        self._server_state = Server(self._clock)
+        self._server_state = Server(self._clock, store=block_store)
         self._server = ServerView(self._server_state, export)
         self._trace = Trace(keep=trace_keep)
         self._locks = LockTable(self._scheduler)
         self._hosts: dict[str, Host] = {}
         # Loud failures (escapes, runaways) re-raised by run() even if caught.
         self._escapes: list[SimfsError] = []
+        if block_store is not None:  # a failed store fails the run, as an escape does
+            block_store.on_failure = self._escapes.append
         self._plan = faults or FaultPlan()
         self._faults: FaultState | None = FaultState(self._plan) if faults is not None else None
         self._rpc_latency_ns = seconds_to_ns(rpc_latency, "rpc_latency")

@@ -90,6 +90,7 @@ PUBLIC_SURFACE = {
         "SharedModuleWarning",
         "SimfsError",
         "SimulationEscape",
+        "StoreError",
         "strategies",
         "Timeline",
         "Trace",

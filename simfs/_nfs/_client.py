@@ -234,7 +234,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
                 if cache is not None:
                     if not self.writers.get(fileid):
                         cache.invalid = True
-                    elif cache.pages:
+                    elif cache.holds_any:
                         cache.deferred = True
         else:
             if not cached.stamp_ns <= now < cached.stamp_ns + cached.timeo_ns:
@@ -426,10 +426,9 @@ class NfsClient(DirectoryOps, PageCacheOps):
         if cache is not None and size is not None:
             cache.size = size
             keep = -(-size // PAGE_SIZE)
-            for index in [i for i in cache.pages if i >= keep]:
-                del cache.pages[index]
+            cache.drop_pages(keep)
             tail = size % PAGE_SIZE
-            if tail and keep - 1 in cache.pages:
-                cache.pages[keep - 1].writable()[tail:] = bytes(PAGE_SIZE - tail)
+            if tail and cache.holds(keep - 1):
+                cache.page(keep - 1).writable(self.server.store)[tail:] = bytes(PAGE_SIZE - tail)
         return attrs
 

@@ -13,8 +13,10 @@ symbolic link of fewer than 60 bytes none (its target lives in the inode, a
 ext4 of that size reports less than 1 TiB and fewer free inodes, having
 spent some on its own metadata (inode tables, journal, reserved inodes).
 
-The data lives in memory, so the export never fills: a run that must see a
-full disk injects ENOSPC with a ``FaultPlan``.
+The data lives in memory (or in ``World(store=)``'s real file, whose disk
+filling up is a ``StoreError``, never the export's ENOSPC), so the export
+never fills: a run that must see a full disk injects ENOSPC with a
+``FaultPlan``.
 """
 
 from __future__ import annotations

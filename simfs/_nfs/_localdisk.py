@@ -35,6 +35,7 @@ from ._server import Attrs, Server
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
+    from ._store import BlockStore
 
 # Each local disk's file ids start at its own multiple of this, far above any
 # export's: locks, which the world keys by file id, never mix two files.
@@ -45,8 +46,9 @@ _OPTIONS = MountOptions.parse("vers=3,noac,lookupcache=none")  # frozen: one for
 class LocalDisk(Server):
     """One local filesystem's tree: a ``Server`` whose every open is held on it."""
 
-    def __init__(self, clock: VirtualClock, number: int, total_bytes: int) -> None:
-        super().__init__(clock, first_fileid=number * FILEID_SPAN)
+    def __init__(self, clock: VirtualClock, number: int, total_bytes: int,
+                 store: BlockStore | None = None) -> None:
+        super().__init__(clock, first_fileid=number * FILEID_SPAN, store=store)
         self.total_bytes = total_bytes
 
     def fsstat(self) -> FsStat:

@@ -41,16 +41,18 @@ import heapq
 import itertools
 import random
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, cast
 
 from .._engine._clock import NS_PER_S
 from ._fsstat import BLOCK
 from ._server import ZERO_BLOCK
+from ._store import NumberMap
 
 if TYPE_CHECKING:
     from .._engine._clock import VirtualClock
     from ._mount import MountOptions
     from ._server import Server
+    from ._store import BlockStore
 
 PAGE_SIZE: Final = 4096
 assert PAGE_SIZE == BLOCK  # pages share the server's blocks (Page.data)
@@ -71,32 +73,46 @@ class Page:
     ``data`` is copy-on-write: an immutable ``bytes`` shared with the server
     (a page read, or one written back whole) until this host writes into it,
     when ``writable()`` gives the page its own ``bytearray``.  So a file read
-    or written on any number of hosts holds its bytes once.
+    or written on any number of hosts holds its bytes once.  With a block
+    store (``World(store=)``) a clean page's ``data`` is the block's number
+    in the store instead (an ``int``), read back when a call wants the bytes:
+    the same block, which never changes, so a stale page stays stale.
     """
 
     __slots__ = ("data", "dirty", "uptodate")
 
     def __init__(self) -> None:
-        self.data: bytes | bytearray = _ZERO_PAGE
+        self.data: bytes | bytearray | int = _ZERO_PAGE
         self.uptodate = False
         self.dirty: tuple[int, int] | None = None
 
-    def writable(self) -> bytearray:
+    def writable(self, store: BlockStore | None = None) -> bytearray:
         """The page's own bytes, copied from the shared ones on first write."""
         data = self.data
         if type(data) is bytearray:
             return data
+        if type(data) is int:
+            assert store is not None  # numbers only come with a store
+            data = store.get(data)
         own = self.data = bytearray(data)
         return own
 
 
 class FileCache:
-    """One file's pages on one host, and the size this host believes it has."""
+    """One file's pages on one host, and the size this host believes it has.
 
-    __slots__ = ("deferred", "dirty", "invalid", "label", "pages", "size", "writeback_due")
+    With a block store, a clean, up-to-date page whose bytes are a block in
+    the store is kept as that block's number alone, in ``stored`` (8 bytes a
+    page, no ``Page``); ``page()`` turns it back into a ``Page`` when a write
+    wants one.  A page index is in ``pages`` or ``stored``, never both.
+    """
 
-    def __init__(self, size: int, label: str) -> None:
+    __slots__ = ("deferred", "dirty", "invalid", "label", "pages", "size", "stored",
+                 "writeback_due")
+
+    def __init__(self, size: int, label: str, stored: bool = False) -> None:
         self.pages: dict[int, Page] = {}
+        self.stored = NumberMap() if stored else None
         self.dirty: set[int] = set()
         self.size = size
         self.invalid = False
@@ -106,6 +122,57 @@ class FileCache:
         self.deferred = False
         self.writeback_due: int | None = None
         self.label = label
+
+    def data_at(self, index: int) -> bytes | bytearray | int | None:
+        """Page ``index``'s data (a store number for a stored page); None
+        when this host has not got it up to date."""
+        page = self.pages.get(index)
+        if page is not None:
+            return page.data if page.uptodate else None
+        stored = self.stored
+        return None if stored is None else stored.get(index)
+
+    @property
+    def holds_any(self) -> bool:
+        """Whether this host caches any page of the file (stored ones too)."""
+        return bool(self.pages) or bool(self.stored)
+
+    def holds(self, index: int) -> bool:
+        """Whether this host caches anything of page ``index``."""
+        return index in self.pages or (self.stored is not None and index in self.stored)
+
+    def page(self, index: int) -> Page:
+        """Page ``index`` as a ``Page`` to change, made if there is none."""
+        page = self.pages.get(index)
+        if page is None:
+            page = self.pages[index] = Page()
+            stored = self.stored
+            if stored is not None:
+                number = stored.get(index)
+                if number is not None:
+                    del stored[index]
+                    page.data = number
+                    page.uptodate = True
+        return page
+
+    def keep(self, index: int, number: int) -> None:
+        """Page ``index`` is clean, up to date, and block ``number`` in the store."""
+        assert self.stored is not None
+        self.pages.pop(index, None)
+        self.stored[index] = number
+
+    def drop_pages(self, first: int = 0) -> None:
+        """Forget pages ``first`` and after (all of them by default)."""
+        if first == 0:
+            self.pages.clear()
+            if self.stored is not None:
+                self.stored.clear()
+            return
+        for index in [i for i in self.pages if i >= first]:
+            del self.pages[index]
+        if self.stored is not None:
+            for index in [i for i in self.stored if i >= first]:
+                del self.stored[index]
 
     def page_length(self, index: int) -> int:
         """``nfs_page_length``: how many bytes of page ``index`` lie inside the size."""
@@ -203,7 +270,8 @@ class PageCacheOps:
         cache = self.files.get(fileid)
         if cache is None:
             cache = self.files[fileid] = FileCache(self._cached_size(fileid),
-                                                   label or f"fileid {fileid}")
+                                                   label or f"fileid {fileid}",
+                                                   self.server.store is not None)
         elif label:
             cache.label = label
         return cache
@@ -214,7 +282,7 @@ class PageCacheOps:
         cache = self.file_cache(fileid)
         if cache.invalid:
             self.flush(fileid)
-            cache.pages.clear()
+            cache.drop_pages()
             cache.invalid = cache.deferred = False  # nfs_invalidate_mapping clears both
         return cache
 
@@ -251,6 +319,9 @@ class PageCacheOps:
                 pages = cache.pages
                 for number, block in zip(run, blocks, strict=True):
                     page = pages.get(number)
+                    if page is None and type(block) is int:
+                        cache.keep(number, block)  # a block in the store: its number alone
+                        continue
                     if page is None:
                         page = pages[number] = Page()
                     page.data = block
@@ -267,33 +338,45 @@ class PageCacheOps:
             return b""
         first, last = offset // PAGE_SIZE, (end - 1) // PAGE_SIZE
         pages = cache.pages
-        missing = [i for i in range(first, last + 1)
-                   if (page := pages.get(i)) is None or not page.uptodate]
+        store = self.server.store
+        if store is None:
+            missing = [i for i in range(first, last + 1)
+                       if (page := pages.get(i)) is None or not page.uptodate]
+        else:
+            missing = [i for i in range(first, last + 1) if cache.data_at(i) is None]
         if missing:
             self._fill(fileid, cache, missing)
         if first == last:
             base = first * PAGE_SIZE
-            data = pages[first].data
+            data = pages[first].data if store is None else cache.data_at(first)
+            if type(data) is int:
+                assert store is not None  # numbers only come with a store
+                data = store.get(data)
             if end - offset == PAGE_SIZE and type(data) is bytes:
                 return data  # a whole shared page: immutable, no copy needed
-            return bytes(data[offset - base:end - base])
+            return bytes(data[offset - base:end - base])  # type: ignore[index]
         # One copy, from the pages themselves (a bytes result is the API's).
         head = offset - first * PAGE_SIZE
         tail = end - last * PAGE_SIZE
-        return b"".join([memoryview(pages[first].data)[head:],
-                         *[pages[index].data for index in range(first + 1, last)],
-                         memoryview(pages[last].data)[:tail]])
+        held = ([pages[index].data for index in range(first, last + 1)] if store is None
+                else cast("list[bytes | bytearray | int]",  # all up to date now
+                          [cache.data_at(index) for index in range(first, last + 1)]))
+        # With a store, numbers become their blocks' bytes (a run in one read).
+        parts = (cast("list[bytes | bytearray]", held) if store is None
+                 else store.resolve(held))
+        return b"".join([memoryview(parts[0])[head:], *parts[1:-1],
+                         memoryview(parts[-1])[:tail]])
 
     def write_data(self, fileid: int, offset: int, payload: memoryview, *, readable: bool,
                    sync: bool, locks: str) -> None:
         """Copy ``payload`` into the cache at ``offset`` and mark it dirty."""
         cache = self.file_cache(fileid)
-        pages, dirty = cache.pages, cache.dirty
+        pages, dirty, stored = cache.pages, cache.dirty, cache.stored
         position, done, total = offset, 0, len(payload)
         while done < total:
             index, start = divmod(position, PAGE_SIZE)
             end = min(PAGE_SIZE, start + total - done)
-            page = pages.get(index)
+            page = pages.get(index) if stored is None else cache.page(index)
             if page is None:
                 page = pages[index] = Page()
             if end - start == PAGE_SIZE:
@@ -314,7 +397,7 @@ class PageCacheOps:
             if (readable and not page.uptodate and page.dirty is None and page_length
                     and (end < page_length or start)):
                 self._fill(fileid, cache, [index])  # read-modify-write
-            data = page.writable()
+            data = page.writable(self.server.store)
             data[start:end] = payload[done:done + end - start]
             if not page.uptodate:
                 if page_length == 0:
@@ -408,9 +491,14 @@ class PageCacheOps:
         A run is handed over as the pages' own pieces, not joined: a page
         dirty from end to end is frozen into ``bytes`` that the server keeps
         as its block and this cache keeps as the page (shared, copy-on-write).
+        With a block store such pages are written to it first, all in one go
+        (a failure there changes nothing), and the server and this cache
+        keep the block's number instead.
         """
-        runs: list[tuple[int, list[bytes | memoryview]]] = []
+        runs: list[tuple[int, list[bytes | memoryview | int]]] = []
         run_end = -1
+        store = self.server.store
+        whole: list[tuple[list[bytes | memoryview | int], int, Page, int]] = []
         for index in indexes:
             page = cache.pages[index]
             if page.dirty is None:
@@ -419,25 +507,44 @@ class PageCacheOps:
             start = index * PAGE_SIZE + low
             piece: bytes | memoryview
             if low == 0 and high == PAGE_SIZE:
-                piece = page.data = bytes(page.data)
+                if store is None:
+                    piece = page.data = bytes(page.data)
+                else:
+                    piece = memoryview(cast("bytes", page.data))  # dirty: never a number
             else:
-                piece = memoryview(page.data)[low:high]
+                piece = memoryview(cast("bytearray", page.data))[low:high]
             if runs and run_end == start:
                 runs[-1][1].append(piece)
             else:
                 runs.append((start, [piece]))
+            if store is not None and low == 0 and high == PAGE_SIZE:
+                whole.append((runs[-1][1], len(runs[-1][1]) - 1, page, index))
             run_end = start + high - low
-            page.dirty = None
-            cache.dirty.discard(index)
+        if whole:
+            assert store is not None
+            number = store.put([pieces[at] for pieces, at, _, _ in whole],  # type: ignore[misc]
+                               cache.label)  # whole pages: bytes-like, never numbers
+            for pieces, at, page, index in whole:
+                pieces[at] = number
+                page.dirty = None
+                cache.dirty.discard(index)
+                cache.keep(index, number)  # clean now: its number alone
+                number += 1
+        for index in indexes:
+            maybe = cache.pages.get(index)
+            if maybe is not None and maybe.dirty is not None:
+                maybe.dirty = None
+                cache.dirty.discard(index)
         unstable = False
         for start, pieces in runs:
-            size = sum(map(len, pieces))
+            size = sum(PAGE_SIZE if isinstance(piece, int) else len(piece)
+                       for piece in pieces)
             if size <= self.options.wsize:
                 self._rpc("WRITE", size)
             else:
                 self._send_split("WRITE", size, size, self.options.wsize)
                 unstable = True
-            self.server.write_pieces(fileid, start, pieces)
+            self.server.write_pieces(fileid, start, pieces, cache.label)
         if runs:
             self._own_write(fileid)
         return unstable

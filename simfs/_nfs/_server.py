@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import errno
 import stat as stat_mod
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
 from ._fsstat import BLOCK, FAST_SYMLINK_MAX, FsStat, fsstat
+from ._store import NumberMap
+
+if TYPE_CHECKING:
+    from ._store import BlockStore
 
 FILE: Final = "f"
 DIR: Final = "d"
@@ -80,6 +84,10 @@ _KIND_BITS: Final = {FILE: stat_mod.S_IFREG, DIR: stat_mod.S_IFDIR, LINK: stat_m
 # A hole's bytes, and every block past EOF: one object shared by every reader.
 ZERO_BLOCK: Final = bytes(BLOCK)
 
+# A block of a file's data: its bytes, or with ``World(store=)`` its number
+# in the block store (``_store``), read back when a call wants the bytes.
+Block: TypeAlias = bytes | int
+
 
 class Inode:
     """One file, directory or symbolic link on the server.
@@ -89,13 +97,15 @@ class Inode:
     page caches share rather than copy (``_pagecache``); a hole has no
     entry and costs nothing, as on the server's ext4.  A WRITE replaces the
     blocks it touches with new objects, so a block once handed out never
-    changes under its holder.
+    changes under its holder.  With a block store (``blockstore``) a block
+    is its number there instead, written once and never changed either.
     """
 
-    __slots__ = ("atime_ns", "blocks", "change", "ctime_ns", "entries", "fileid", "gid",
-                 "kind", "mode", "mtime_ns", "nlink", "size", "target", "uid")
+    __slots__ = ("atime_ns", "blocks", "blockstore", "change", "ctime_ns", "entries",
+                 "fileid", "gid", "kind", "mode", "mtime_ns", "nlink", "size", "target", "uid")
 
-    def __init__(self, fileid: int, kind: str, mode: int, now_ns: int, change: int) -> None:
+    def __init__(self, fileid: int, kind: str, mode: int, now_ns: int, change: int,
+                 blockstore: BlockStore | None = None) -> None:
         self.fileid = fileid
         self.kind = kind
         self.mode = mode
@@ -108,7 +118,19 @@ class Inode:
         self.uid = self.gid = 0
         # The file's data blocks the server's ext4 allocated, by index: those
         # a WRITE touched; a hole a truncate or a seek left has none.
-        self.blocks: dict[int, bytes] = {}
+        self.blockstore = blockstore
+        self.blocks = self.no_blocks()
+
+    def no_blocks(self) -> MutableMapping[int, Block]:
+        """An empty block map: a dict, or with a store a ``NumberMap`` (8 bytes a block)."""
+        return {} if self.blockstore is None else NumberMap()
+
+    def _load(self, block: Block) -> bytes:
+        """A block's bytes, read from the store when it is a number there."""
+        if type(block) is bytes:
+            return block
+        assert self.blockstore is not None and type(block) is int
+        return self.blockstore.get(block)
 
     def used(self) -> int:
         """The bytes this inode takes on the server's disk (``_fsstat``'s rules)."""
@@ -128,34 +150,68 @@ class Inode:
         blocks = self.blocks
         if first == last:
             base = first * BLOCK
-            block = blocks.get(first, ZERO_BLOCK)
+            block = self._load(blocks.get(first, ZERO_BLOCK))
             return block if end - offset == BLOCK else block[offset - base:end - base]
-        return b"".join([memoryview(blocks.get(index, ZERO_BLOCK))[
+        held = [blocks.get(index, ZERO_BLOCK) for index in range(first, last + 1)]
+        # With a store, numbers become their blocks' bytes (a run in one read).
+        items = (cast("list[bytes]", held) if self.blockstore is None
+                 else self.blockstore.resolve(held))
+        return b"".join([memoryview(item)[
             max(offset - index * BLOCK, 0):min(end - index * BLOCK, BLOCK)]
-            for index in range(first, last + 1)])
+            for index, item in enumerate(items, first)])
 
     def store(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``offset`` into the blocks it touches (each allocated)."""
         view = memoryview(data).cast("B")
+        self.commit(*self.merged(offset, view))
+        self.size = max(self.size, offset + len(view))
+
+    def merged(self, offset: int, view: memoryview
+               ) -> tuple[list[int], list[bytes | bytearray | memoryview]]:
+        """The blocks a write of ``view`` at ``offset`` touches, by index, and
+        each one's new bytes; nothing changes until ``commit``."""
         blocks = self.blocks
+        in_memory = self.blockstore is None
+        indexes: list[int] = []
+        pieces: list[bytes | bytearray | memoryview] = []
         position, done, total = offset, 0, len(view)
         while done < total:
             index, start = divmod(position, BLOCK)
             stop = min(BLOCK, start + total - done)
+            block: bytes | bytearray | memoryview
             if start == 0 and stop == BLOCK:
-                piece = view[done:done + BLOCK]
-                # A page handed over whole is kept as it is, shared with the
-                # page cache that wrote it (_pagecache's flush freezes it).
-                block = piece.obj if type(piece.obj) is bytes and len(piece.obj) == BLOCK \
-                    else bytes(piece)
+                block = view[done:done + BLOCK]
+                if in_memory:
+                    # A page handed over whole is kept as it is, shared with
+                    # the page cache that wrote it (_pagecache's flush freezes it).
+                    whole = block.obj
+                    block = whole if type(whole) is bytes and len(whole) == BLOCK \
+                        else bytes(block)
             else:
-                buffer = bytearray(blocks.get(index, ZERO_BLOCK))
+                buffer = bytearray(self._load(blocks.get(index, ZERO_BLOCK)))
                 buffer[start:stop] = view[done:done + stop - start]
-                block = bytes(buffer)
-            blocks[index] = block
+                block = bytes(buffer) if in_memory else buffer
+            indexes.append(index)
+            pieces.append(block)
             done += stop - start
             position += stop - start
-        self.size = max(self.size, offset + total)
+        return indexes, pieces
+
+    def commit(self, indexes: list[int], pieces: list[bytes | bytearray | memoryview],
+               what: str = "") -> None:
+        """Point blocks ``indexes`` at ``pieces`` (``merged``'s): in memory as
+        they are (``bytes``), or written to the store first, all or none
+        (``what`` names the file for the store's error)."""
+        blocks = self.blocks
+        if self.blockstore is None:
+            for index, piece in zip(indexes, pieces, strict=True):
+                blocks[index] = piece  # type: ignore[assignment]  # bytes in memory
+            return
+        if indexes:
+            number = self.blockstore.put(pieces, what or f"fileid {self.fileid}")
+            for index in indexes:
+                blocks[index] = number
+                number += 1
 
     def truncate(self, size: int) -> None:
         """Cut or extend to ``size``: blocks past it go, the last one's tail
@@ -163,11 +219,12 @@ class Inode:
         if size < self.size:
             kept = -(-size // BLOCK)
             blocks = self.blocks
-            for index in [index for index in blocks if index >= kept]:
-                del blocks[index]
             tail = size % BLOCK
             if tail and kept - 1 in blocks:
-                blocks[kept - 1] = blocks[kept - 1][:tail] + bytes(BLOCK - tail)
+                self.commit([kept - 1], [self._load(blocks[kept - 1])[:tail]
+                                         + bytes(BLOCK - tail)])
+            for index in [index for index in blocks if index >= kept]:
+                del blocks[index]
         self.size = size
 
     def attrs(self) -> Attrs:
@@ -181,8 +238,11 @@ class Inode:
 class Server:
     """The exported filesystem; every method is one NFSv3 procedure's effect."""
 
-    def __init__(self, clock: VirtualClock, first_fileid: int = 2) -> None:
+    def __init__(self, clock: VirtualClock, first_fileid: int = 2,
+                 store: BlockStore | None = None) -> None:
         self._clock = clock
+        # Where files' data lives (None: in memory, as bytes blocks).
+        self.store = store
         self._next_fileid = first_fileid
         self._change = 0
         self.inodes: dict[int, Inode] = {}
@@ -199,7 +259,7 @@ class Server:
 
     def _new_inode(self, kind: str, mode: int) -> Inode:
         self._change += 1
-        inode = Inode(self._next_fileid, kind, mode, self._now(), self._change)
+        inode = Inode(self._next_fileid, kind, mode, self._now(), self._change, self.store)
         self._next_fileid += 1
         self.inodes[inode.fileid] = inode
         return inode
@@ -424,10 +484,11 @@ class Server:
             return inode.target[offset:offset + count]
         return inode.contents(offset, count)
 
-    def read_blocks(self, fileid: int, first: int, count: int) -> list[bytes]:
+    def read_blocks(self, fileid: int, first: int, count: int) -> list[Block]:
         """READ of whole blocks ``first`` to ``first+count-1``: the server's own
-        block objects, shared, not copied; a hole or a block past EOF is
-        ``ZERO_BLOCK`` (what a short READ leaves a client to zero-fill)."""
+        block objects, shared, not copied (store numbers with a store); a hole
+        or a block past EOF is ``ZERO_BLOCK`` (what a short READ leaves a
+        client to zero-fill)."""
         inode = self._live(fileid)
         if inode.kind == DIR:
             raise simulated_oserror(errno.EISDIR)
@@ -450,14 +511,24 @@ class Server:
         return inode.attrs()
 
     def write_pieces(self, fileid: int, offset: int,
-                     pieces: Sequence[bytes | bytearray | memoryview]) -> Attrs:
+                     pieces: Sequence[bytes | bytearray | memoryview | int],
+                     what: str = "") -> Attrs:
         """One WRITE of the contiguous ``pieces`` from ``offset`` (a client's
-        run of dirty pages), without joining them into one buffer first."""
+        run of dirty pages), without joining them into one buffer first.  A
+        piece that is an ``int`` is a whole page the client already wrote to
+        the store (its number there); with a store, the WRITE lands whole
+        or, when the store fails, not at all (``what``: the file's name for
+        the store's error)."""
         inode = self._live(fileid)
         if inode.kind == DIR:
             raise simulated_oserror(errno.EISDIR)
+        if inode.blockstore is not None and inode.kind == FILE:
+            self._write_stored(inode, offset, pieces, what)
+            self._touch(inode)
+            return inode.attrs()
         blocks = inode.blocks
         for piece in pieces:
+            assert not isinstance(piece, int)  # numbers only come with a store
             if type(piece) is bytes and len(piece) == BLOCK and not offset % BLOCK \
                     and inode.kind == FILE:
                 blocks[offset // BLOCK] = piece  # a frozen page: kept, not copied
@@ -469,6 +540,28 @@ class Server:
             offset += len(piece)
         self._touch(inode)
         return inode.attrs()
+
+    @staticmethod
+    def _write_stored(inode: Inode, offset: int,
+                      pieces: Sequence[bytes | bytearray | memoryview | int], what: str) -> None:
+        """``write_pieces`` with a store: every new block written, then the map."""
+        stored: dict[int, int] = {}
+        indexes: list[int] = []
+        merged: list[bytes | bytearray | memoryview] = []
+        for piece in pieces:
+            if type(piece) is int:
+                stored[offset // BLOCK] = piece
+                offset += BLOCK
+                continue
+            view = memoryview(piece).cast("B")  # type: ignore[arg-type]
+            more, blocks = inode.merged(offset, view)
+            indexes += more
+            merged += blocks
+            offset += len(view)
+        inode.commit(indexes, merged, what)
+        inode.blocks.update(stored)
+        if offset > inode.size:
+            inode.size = offset
 
     @staticmethod
     def _write(inode: Inode, offset: int, data: bytes | bytearray | memoryview) -> None:
@@ -493,7 +586,7 @@ class Server:
                 self._touch(inode)
             return inode.attrs()
         if inode.contents(0, inode.size) != data:
-            inode.blocks = {}
+            inode.blocks = inode.no_blocks()
             inode.size = 0
             inode.store(0, data)
             self._touch(inode)

@@ -356,3 +356,28 @@ def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
     assert len(made) > 1
     rates = {host.client.link_bps for world in made for host in world.world.hosts.values()}
     assert rates == {bits_per_s}
+
+
+def test_store_runs_every_simulated_world_on_a_block_store_with_the_same_digest(
+        monkeypatch, capsys):
+    import re
+
+    from scenarios import _sim
+
+    made = []
+    real_session = _sim.SimSession
+
+    def session(*args, **kwargs):
+        made.append(real_session(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(_sim, "SimSession", session)
+    stores, digests = [], []
+    for argv in ([], ["--store"]):
+        made.clear()
+        # cas's crash-sweep builds its own world with a fault plan: it too.
+        assert main(["run", "cas", "--trials", "1", "--quiet", *argv]) == 0
+        digests.append(re.search(r"trace sha256 (\w+)", capsys.readouterr().out).group(1))
+        stores.append({world.world._server_state.store is not None for world in made})
+    assert stores == [{False}, {True}]
+    assert digests[0] == digests[1]
