@@ -500,18 +500,22 @@ def _shared_top(value: object) -> str | None:
     if top in sys.stdlib_module_names or top in HARNESS or top in ("__main__", "builtins"):
         return None
     module = sys.modules.get(top)
-    if module is None or per_process(top, module):
+    if module is None:
         return None
+    if per_process(top, module):
+        # A package of the program's own whose submodule the world was asked
+        # to share: that submodule is one copy for every process (named by
+        # the name the world was given).
+        return next((asked for asked in _asked_shared
+                     if name == asked or name.startswith(asked + ".")), None)
     return top
 
 
 def shared_reason(top: str) -> str:
-    """Why the package ``top`` is one copy for every process, as a clause."""
+    """Why the package ``top`` (or the submodule a world was asked to share)
+    is one copy for every process, as a clause."""
     if top in _asked_shared:
         return "World(shared_modules=...) names it"
-    asked = sorted(name for name in _asked_shared if name.startswith(top + "."))
-    if asked:
-        return f"World(shared_modules=...) names {', '.join(map(repr, asked))}"
     if top in _shared_dependencies:
         return ("a shared package imports it, so it is shared too (that package's "
                 "isinstance checks must see the classes it knows)")

@@ -215,6 +215,31 @@ def test_a_pure_python_package_the_world_shares_is_said_to_be_named_not_compiled
     assert first.result() == 1
 
 
+def test_a_submodule_the_world_shares_is_said_to_be_shared_too(tmp_path, monkeypatch):
+    # Its package is the program's own (a copy per process), the submodule
+    # one copy for all: that sharing went unsaid.
+    (tmp_path / "memo_pkg").mkdir()
+    (tmp_path / "memo_pkg" / "__init__.py").write_text("")
+    (tmp_path / "memo_pkg" / "kept.py").write_text("seen = []\n")
+    (tmp_path / "memo_pkg_user.py").write_text(textwrap.dedent("""
+        from memo_pkg import kept
+
+        def note(tag):
+            kept.seen.append(tag)
+            return len(kept.seen)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import memo_pkg_user
+
+    w = World(seed=1, shared_modules=["memo_pkg.kept"])
+    w.spawn(w.host("a"), memo_pkg_user.note, "a")
+    with pytest.warns(SharedModuleWarning) as caught:
+        w.run()
+    messages = [str(w.message) for w in caught if "memo_pkg" in str(w.message)]
+    assert messages == [
+        messages[0]] and "'memo_pkg.kept': World(shared_modules=...) names it" in messages[0]
+
+
 def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path):
     script = tmp_path / "pods.py"
     script.write_text(textwrap.dedent("""
