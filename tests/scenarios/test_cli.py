@@ -335,13 +335,9 @@ def test_a_scenario_module_without_the_scenario_of_its_name_is_a_loud_error(tmp_
         catalogue["refit"]
 
 
-@pytest.mark.parametrize("name, argv, bits_per_s", [
-    ("handshake", [], 10**10), ("handshake", ["--link", "1Gbit/s"], 10**9),
-    ("handshake", ["--link", "none"], None),
-    # cas's crash-sweep builds its own world with a fault plan: it too.
-    ("cas", ["--link", "1Gbit/s"], 10**9)])
-def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
-        name, argv, bits_per_s, monkeypatch):
+@pytest.fixture
+def made_sessions(monkeypatch):
+    """Every SimSession the command line makes while the test runs, in order."""
     from scenarios import _sim
 
     made = []
@@ -352,6 +348,17 @@ def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
         return made[-1]
 
     monkeypatch.setattr(_sim, "SimSession", session)
+    return made
+
+
+@pytest.mark.parametrize("name, argv, bits_per_s", [
+    ("handshake", [], 10**10), ("handshake", ["--link", "1Gbit/s"], 10**9),
+    ("handshake", ["--link", "none"], None),
+    # cas's crash-sweep builds its own world with a fault plan: it too.
+    ("cas", ["--link", "1Gbit/s"], 10**9)])
+def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
+        name, argv, bits_per_s, made_sessions):
+    made = made_sessions
     assert main(["run", name, "--trials", "1", "--quiet", *argv]) == 0
     assert len(made) > 1
     rates = {host.client.link_bps for world in made for host in world.world.hosts.values()}
@@ -359,19 +366,10 @@ def test_link_sets_the_rate_of_every_simulated_host_and_none_makes_data_instant(
 
 
 def test_store_runs_every_simulated_world_on_a_block_store_with_the_same_digest(
-        monkeypatch, capsys):
+        made_sessions, capsys):
     import re
 
-    from scenarios import _sim
-
-    made = []
-    real_session = _sim.SimSession
-
-    def session(*args, **kwargs):
-        made.append(real_session(*args, **kwargs))
-        return made[-1]
-
-    monkeypatch.setattr(_sim, "SimSession", session)
+    made = made_sessions
     stores, digests = [], []
     for argv in ([], ["--store"]):
         made.clear()

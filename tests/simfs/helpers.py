@@ -65,3 +65,20 @@ def run_apart(code: str, *options: str, **run: Any) -> subprocess.CompletedProce
     for what must not happen to the test process itself (a fork, an exit)."""
     return subprocess.run([sys.executable, *options, "-c", code], capture_output=True,
                           text=True, timeout=120, check=False, **run)
+
+
+SPARSE_SIZE = 64 << 30  # a sparse file's size: 64 GiB, all hole but one byte
+
+
+def write_sparse_then_read_holes(path: str = "/shared/sparse"
+                                 ) -> tuple[bytes, bytes, os.stat_result]:
+    """Make ``path`` SPARSE_SIZE bytes with one ``x`` in the middle; read
+    1 MiB of hole, the bytes around the ``x``, and the file's stat."""
+    fd = posix.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    os.lseek(fd, SPARSE_SIZE // 2, os.SEEK_SET)
+    posix.write(fd, b"x")
+    os.ftruncate(fd, SPARSE_SIZE)
+    middle = os.pread(fd, 1 << 20, SPARSE_SIZE // 4)
+    around = os.pread(fd, 3, SPARSE_SIZE // 2 - 1)
+    posix.close(fd)
+    return middle, around, posix.stat(path)

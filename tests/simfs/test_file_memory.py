@@ -12,7 +12,7 @@ import tracemalloc
 
 from simfs import posix
 
-from .helpers import run_alone, two_hosts
+from .helpers import SPARSE_SIZE, run_alone, two_hosts, write_sparse_then_read_holes
 
 MIB = 1 << 20
 
@@ -53,29 +53,17 @@ def test_a_file_written_on_one_host_and_read_on_another_holds_its_bytes_about_on
 
 
 def test_a_sparse_file_of_64_gib_costs_nothing_and_reads_as_zeros():
-    size = 64 << 30
-
-    def sparse():
-        fd = posix.open("/shared/sparse", os.O_CREAT | os.O_RDWR, 0o644)
-        os.lseek(fd, size // 2, os.SEEK_SET)
-        posix.write(fd, b"x")
-        os.ftruncate(fd, size)
-        middle = os.pread(fd, MIB, size // 4)
-        around = os.pread(fd, 3, size // 2 - 1)
-        posix.close(fd)
-        return middle, around, posix.stat("/shared/sparse")
-
     world, a, _ = two_hosts()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        middle, around, st = run_alone(world, a, sparse)
+        middle, around, st = run_alone(world, a, write_sparse_then_read_holes)
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
     assert middle == bytes(MIB)
     assert around == b"\0x\0"
-    assert (st.st_size, st.st_blocks) == (size, 8)  # one 4 KiB block allocated
+    assert (st.st_size, st.st_blocks) == (SPARSE_SIZE, 8)  # one 4 KiB block allocated
     assert held < 4 * MIB  # the 1 MiB read is gone; 256 cached pages share one zero block
 
 

@@ -19,7 +19,7 @@ import simfs
 import simfs._nfs._store as store_module
 from simfs import StoreError, World, posix
 
-from .helpers import run_alone, two_hosts
+from .helpers import SPARSE_SIZE, run_alone, two_hosts, write_sparse_then_read_holes
 
 MIB = 1 << 20
 PATTERN = bytes(range(251))  # a prime length: no page looks like its neighbour
@@ -204,22 +204,11 @@ def test_a_deferred_invalidation_keeps_stored_pages_as_it_keeps_pages_in_memory(
 
 
 def test_a_hole_costs_the_store_nothing_and_reads_as_zeros():
-    size = 64 << 30
-
-    def sparse():
-        fd = posix.open("/shared/sparse", os.O_CREAT | os.O_RDWR, 0o644)
-        os.lseek(fd, size // 2, os.SEEK_SET)
-        posix.write(fd, b"x")
-        os.ftruncate(fd, size)
-        middle = os.pread(fd, MIB, size // 4)
-        around = os.pread(fd, 3, size // 2 - 1)
-        posix.close(fd)
-        return middle, around, posix.stat("/shared/sparse").st_blocks
-
     world, a, b = two_hosts(store=True)
-    assert run_alone(world, a, sparse) == (bytes(MIB), b"\0x\0", 8)
+    middle, around, st = run_alone(world, a, write_sparse_then_read_holes)
+    assert (middle, around, st.st_blocks) == (bytes(MIB), b"\0x\0", 8)
     assert run_alone(world, b, lambda: os.pread(posix.open("/shared/sparse", os.O_RDONLY),
-                                                   5, size // 2 - 2)) == b"\0\0x\0\0"
+                                                   5, SPARSE_SIZE // 2 - 2)) == b"\0\0x\0\0"
     assert world._server_state.store.used == 4096  # the one block written, holes none
 
 
