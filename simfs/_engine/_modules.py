@@ -215,7 +215,18 @@ def _has_extension(directories: Iterable[str]) -> bool:
 def _top_is_per_process(top: str, module: ModuleType) -> bool:
     verdict = _top_verdicts.get(top)
     if verdict is None:
-        verdict = _classify_top(top, module)
+        # simfs's own look at the package's real files (realpath's lstat,
+        # os.walk's scandir), never a simulated call: routed, each one yielded
+        # to the scheduler, and this runs while the baton is handed on
+        # (switch_to adopts the modules a process imported).  A process passing
+        # the baton was marked running, the baton went elsewhere, and the run
+        # ended in a Deadlock (zarr used by two processes at once).
+        process = getattr(_tls, "process", None)
+        _tls.process = None
+        try:
+            verdict = _classify_top(top, module)
+        finally:
+            _tls.process = process
         _top_verdicts[top] = verdict
     return verdict
 

@@ -9,10 +9,12 @@ through those objects and hid the race.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
@@ -238,6 +240,43 @@ def test_a_submodule_the_world_shares_is_said_to_be_shared_too(tmp_path, monkeyp
     messages = [str(w.message) for w in caught if "memo_pkg" in str(w.message)]
     assert messages == [
         messages[0]] and "'memo_pkg.kept': World(shared_modules=...) names it" in messages[0]
+
+
+def _imports_then_sleeps(name):
+    module = __import__(name)
+    time.sleep(0.001)
+    return module.X
+
+
+def _spins_then_sleeps():
+    for _ in range(50):
+        os.path.exists("/shared/x")
+    time.sleep(1)
+    return "done"
+
+
+def test_a_package_first_seen_while_the_baton_is_handed_on_does_not_derail_the_run(
+        tmp_path, monkeypatch):
+    # Handing the baton on, a process's newly imported package is classified
+    # (per process or shared) by looking at its files; those looks went
+    # through the routes, each a yield to the scheduler in the middle of the
+    # hand-over: with two other processes runnable the importer was marked
+    # running, never resumed, and the run ended in a Deadlock naming it
+    # (found with zarr, whose threads import lazily).
+    from simfs._engine import _modules
+
+    name = "pkg_first_seen_at_a_handover"
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text("X = 7\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(_modules._top_verdicts, name, raising=False)
+    w = World(seed=0)
+    importer = w.spawn(w.host("a"), _imports_then_sleeps, name)
+    spinners = [w.spawn(w.host(host), _spins_then_sleeps) for host in ("b", "c")]
+    w.run()
+    assert importer.result() == 7
+    assert [p.result() for p in spinners] == ["done", "done"]
+    sys.modules.pop(name, None)
 
 
 def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path):
