@@ -60,14 +60,10 @@ Measured on 2026-12-04 (Python 3.11): zarr 3.1.6 (zarr-developers/
 zarr-python at its v3.1.6 tag, ``src/zarr/_version.py`` written by hand; run
 with the native tier's venv, ``--deps`` holding pytest-asyncio and
 pytest-timeout), ``tests/test_store/test_local.py``: 100 tests, 100 pass
-natively, 73 inside the world.  Not explained yet: 12 end in a ``Deadlock``
-(a ``sync()`` call waiting on its future, the first in
-``test_get_json_sync``), and the tests after it fail in their set-up
-(unraisable ``shutdown_asyncgens`` coroutines, a temporary directory left
-from that test).  Two processes that each import zarr at module level and
-use it at once deadlock the same way outside any suite; with ``import
-zarr`` inside each process's function they work (docs/compatibility.md's
-zarr row).  fsspec at 669de5e1, 292 tests, 277
+natively, 100 inside the world.  Before zarr's loop state was made per
+process (``simfs/_patch/_libraries/_native_ml.py``): 73, 12 ending in a
+``Deadlock`` on the loop thread of an earlier test's process, the rest
+failing after it.  ``fsspec at 669de5e1, 292 tests, 277
 pass natively, 276 of the 277 inside the world; the other is a loud refusal
 (``test_directories`` lists ``/``: the host's root mixes the machine's
 entries with the world's mounts, so its listing would differ from machine
@@ -181,7 +177,9 @@ def _run_suite(suite: Suite, source: Path, deps: Path, junit: Path, in_world: bo
                "-p", "no:randomly", f"--junitxml={junit}", *suite.options]
     command += [f"--ignore={ignored}" for ignored in suite.ignored]
     if in_world:
-        path.insert(0, str(HERE))
+        # This checkout's simfs, whatever the interpreter has installed (a
+        # venv made for another checkout would test that one's).
+        path[:0] = [str(HERE), str(ROOT)]
         command += ["-s", "-o", "timeout=0", "-p", "suite_plugin"]
     if keyword:
         command += ["-k", keyword]

@@ -45,6 +45,7 @@ datasets: ``_native_arrow``.  What stays native: docs/compatibility.md.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 from types import ModuleType
@@ -332,8 +333,70 @@ def _install_h5py(files: ModuleType) -> None:
     patch(file_class, "close", close)
 
 
+# -- zarr's event-loop thread ---------------------------------------------------
+
+
+def _install_zarr_sync(sync: ModuleType) -> None:
+    """zarr 3 runs its I/O on one event-loop thread per OS process, kept in
+    ``zarr.core.sync``'s globals (``loop``, ``iothread``, ``_lock``,
+    ``_executor``) and made on first use.  Where simulated processes share
+    that module (zarr imported by the test itself is shared: numcodecs, an
+    extension package, imports it), the first process's loop thread served
+    every other process, on the first process's host: another host's
+    writes went through its client (measured: two hosts writing two arrays,
+    every file renamed by host b's threads), and once that process had
+    ended, the next caller waited on its dead loop (a ``Deadlock``; zarr's
+    own ``LocalStore`` suite, 12 of 100 tests).  A real process has globals
+    of its own; so here each simulated process gets its own values of
+    those four, swapped in when it calls into zarr (the test process keeps
+    its own too), and zarr makes each process its own loop, as in a forked
+    child (``reset_resources_after_fork``).
+    """
+    names = ("_lock", "_executor")
+    outside = object()
+    held: list[object] = [outside]  # whose values the module's globals hold now
+    saved: dict[object, tuple[Any, Any, Any, Any]] = {}
+
+    def own_values() -> None:
+        process = current_process()
+        owner = outside if process is None else process.group
+        if held[0] is owner:
+            return
+        saved[held[0]] = (sync.loop[0], sync.iothread[0], *(getattr(sync, n) for n in names))
+        values = saved.pop(owner, (None, None, None, None))
+        sync.loop[0], sync.iothread[0] = values[0], values[1]
+        for name, value in zip(names, values[2:], strict=True):
+            setattr(sync, name, value)
+        held[0] = owner
+        for key in [key for key, (_, thread, _, _) in saved.items()
+                    if key is not outside and getattr(getattr(thread, "_simfs_process", None),
+                                                      "done", True)]:
+            # A process whose loop thread has ended: its loop goes with it,
+            # closed, as a process's exit takes it without a ResourceWarning.
+            loop = saved.pop(key)[0]
+            if loop is not None and not loop.is_running() and not loop.is_closed():
+                loop.close()
+
+    def routed(real: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            own_values()
+            return real(*args, **kwargs)
+
+        return call
+
+    for name in ("sync", "_get_loop", "_get_lock", "_get_executor", "cleanup_resources"):
+        patch(sync, name, routed(getattr(sync, name)))
+    if current_process() is None:
+        # zarr's own exit handler (atexit, registered as zarr was imported:
+        # the original function, which reads the globals directly) must
+        # find the test process's values, not those of the last process
+        # that called zarr; handlers run last registered first.
+        atexit.register(own_values)
+
+
 def install() -> None:
     """Route each package when the program imports it (see ``_imports``)."""
+    when_imported("zarr.core.sync", _install_zarr_sync)
     when_imported("torch", _install_torch_from_file)
     when_imported("h5py._hl.files", _install_h5py)
     when_imported("torch.serialization", _install_torch_serialization)
