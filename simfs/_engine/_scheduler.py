@@ -191,8 +191,8 @@ class Process:
 
     __slots__ = ("_abandoned", "_baton", "_daemon", "_error", "_group", "_host", "_ident",
                  "_importing", "_in_call", "_joiners", "_kill", "_last_call", "_name", "_native_id",
-                 "_parent", "_pid", "_scheduler", "_started", "_state", "_strand", "_syscalls",
-                 "_target", "_value", "_wait_token", "_waiting_on", "_woken", "thread")
+                 "_os_thread", "_parent", "_pid", "_scheduler", "_started", "_state", "_strand",
+                 "_syscalls", "_target", "_value", "_wait_token", "_waiting_on", "_woken", "thread")
 
     def __init__(self, scheduler: Scheduler, pid: int, name: str, host: Placement,
                  target: Callable[[], object], group: ProcessGroup, parent: Process | None,
@@ -221,10 +221,12 @@ class Process:
         self._woken = False
         self._waiting_on = ""
         self._last_call: tuple[str, str] | None = None
-        # The real OS thread running a simulated call of this process now
-        # (``Syscalls._run``), 0 between calls: the watchdog reads that
-        # thread's CPU clock (see ``_busy_in_call``).
-        self._in_call = 0
+        # Whether a simulated call of this process is running now
+        # (``Syscalls._run``), and the real OS thread it runs on (set as it
+        # starts; a greenlet never leaves its engine thread): the watchdog
+        # reads that thread's CPU clock (see ``_busy_in_call``).
+        self._in_call = False
+        self._os_thread = 0
         self._kill: BaseException | None = None
         self._abandoned = False
         # Module bodies this process is running now (``_modules``): an import
@@ -697,6 +699,7 @@ class Scheduler:
 
     def _bootstrap(self, process: Process) -> None:
         routing.process = process
+        process._os_thread = _routing.real_get_ident()
         try:
             if process._kill is not None:
                 raise process._kill
@@ -805,9 +808,9 @@ class Scheduler:
         sample and the verdict.
         """
         process = self.current
-        thread_id = process._in_call if process is not None else 0
-        if not thread_id:
+        if process is None or not process._in_call:
             return None, False
+        thread_id = process._os_thread
         cpu = _thread_cpu_s(thread_id)
         if cpu is None:
             return None, False

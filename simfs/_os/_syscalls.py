@@ -18,7 +18,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
 from .._engine._clock import NS_PER_S, seconds_to_ns
-from .._engine._routing import real_get_ident
 from .._errors import SimulationEscape, errno_name, simulated_oserror
 from .._nfs import _client as nfs
 from .._nfs._server import EXPORT_DEV, Attrs
@@ -158,37 +157,37 @@ class Syscalls(FileCalls, DirectoryCalls):
         if process._kill is not None:
             raise process._kill
         process._last_call = (op, shown)
-        # The watchdog reads this thread's CPU clock while the call runs: a
-        # long call is work, not a wait on something real (Scheduler._busy_in_call).
-        process._in_call = real_get_ident()
-        client = self._client
-        writebacks = self._writebacks
-        if (writebacks is not None and writebacks.next_ns is not None
-                and writebacks.next_ns <= self._clock.now_ns):
-            writebacks.run_due(self._clock.now_ns)
-        record = client.begin_call()
+        # While the call runs the watchdog reads the process's thread's CPU
+        # clock: a long call is work, not a wait on something real
+        # (Scheduler._busy_in_call).
+        process._in_call = True
         try:
-            faults = self._world._faults
-            if faults is not None:
-                self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
-            result = effect()
-        except OSError as error:
-            process._in_call = 0
-            if error.filename is None and path is not None:
-                error.filename = os.fspath(path)  # type: ignore[call-overload]
-                if path2 is not None:
-                    error.filename2 = os.fspath(path2)  # type: ignore[call-overload]
-            outcome = errno_name(error.errno) if error.errno is not None else type(error).__name__
-            if getattr(error, "simfs_injected", False):
-                outcome += " (injected)"
-            self._finish(op, shown, outcome, tuple(record), record.nbytes)
-            raise
-        except BaseException:
-            process._in_call = 0
-            raise
-        process._in_call = 0
-        self._finish(op, shown, _describe(result), tuple(record), record.nbytes)
-        return result
+            client = self._client
+            writebacks = self._writebacks
+            if (writebacks is not None and writebacks.next_ns is not None
+                    and writebacks.next_ns <= self._clock.now_ns):
+                writebacks.run_due(self._clock.now_ns)
+            record = client.begin_call()
+            try:
+                faults = self._world._faults
+                if faults is not None:
+                    self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
+                result = effect()
+            except OSError as error:
+                if error.filename is None and path is not None:
+                    error.filename = os.fspath(path)  # type: ignore[call-overload]
+                    if path2 is not None:
+                        error.filename2 = os.fspath(path2)  # type: ignore[call-overload]
+                outcome = (errno_name(error.errno) if error.errno is not None
+                           else type(error).__name__)
+                if getattr(error, "simfs_injected", False):
+                    outcome += " (injected)"
+                self._finish(op, shown, outcome, tuple(record), record.nbytes)
+                raise
+            self._finish(op, shown, _describe(result), tuple(record), record.nbytes)
+            return result
+        finally:
+            process._in_call = False
 
     def _cached_walk(self, start: int, components: list[str], follow: bool
                      ) -> Attrs | str | None:

@@ -312,37 +312,41 @@ def _refusing_outside_pools(real_submit: Callable[..., Any]) -> Callable[..., An
 
     def submit(self: Any, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         process = current_process()
-        if process is not None and not self._shutdown:
-            ended = [child for thread in list(self._threads)
-                     if (child := _simulated_child(thread)) is not None and child.done]
-            if ended:
-                maker = ended[0]
-                while maker.parent is not None:
-                    maker = maker.parent
-                name = getattr(fn, "__qualname__", None) or repr(fn)[:60]
-                earlier = ("" if getattr(maker.host, "world", None)
-                           is getattr(process.host, "world", None) else " of an earlier world")
-                raise escape(process, (
-                    f"ThreadPoolExecutor.submit({name}) to a pool whose worker threads "
-                    f"({', '.join(sorted(repr(child.name) for child in ended))}) ended with "
-                    f"the process that made it, {maker.name!r} on host {maker.host.name!r}"
-                    f"{earlier}: a "
-                    "real process's threads end with it, so the work would never run; make "
-                    "the executor in the process that uses it"))
-        if process is not None:
-            real_threads = sorted(thread.name for thread in list(self._threads)
-                                  if _simulated_child(thread) is None)
-            if real_threads or self._work_queue.__class__ is _RealSimpleQueue:
-                started = (f"its worker threads {', '.join(map(repr, real_threads))} are real "
-                           "threads of the test process" if real_threads else
-                           "its work queue and locks are the test process's real ones")
-                name = getattr(fn, "__qualname__", None) or repr(fn)[:60]
-                raise escape(process, (
-                    f"ThreadPoolExecutor.submit({name}) to a pool made outside the world: "
-                    f"{started}, started outside the world, so the work would run outside "
-                    "the simulation (its file calls on the real disk) or wait on a real lock; "
-                    "make the executor inside the simulated process (its workers are then "
-                    "simulated threads)"))
+        if process is None:
+            return real_submit(self, fn, *args, **kwargs)
+        real_threads: list[str] = []
+        ended: list[Process] = []
+        for thread in list(self._threads):
+            child = _simulated_child(thread)
+            if child is None:
+                real_threads.append(thread.name)
+            elif child.done:
+                ended.append(child)
+        name = getattr(fn, "__qualname__", None) or repr(fn)[:60]
+        if ended and not self._shutdown:
+            maker = ended[0]
+            while maker.parent is not None:
+                maker = maker.parent
+            earlier = ("" if getattr(maker.host, "world", None)
+                       is getattr(process.host, "world", None) else " of an earlier world")
+            raise escape(process, (
+                f"ThreadPoolExecutor.submit({name}) to a pool whose worker threads "
+                f"({', '.join(sorted(repr(child.name) for child in ended))}) ended with "
+                f"the process that made it, {maker.name!r} on host {maker.host.name!r}"
+                f"{earlier}: a "
+                "real process's threads end with it, so the work would never run; make "
+                "the executor in the process that uses it"))
+        if real_threads or self._work_queue.__class__ is _RealSimpleQueue:
+            real_threads.sort()
+            started = (f"its worker threads {', '.join(map(repr, real_threads))} are real "
+                       "threads of the test process" if real_threads else
+                       "its work queue and locks are the test process's real ones")
+            raise escape(process, (
+                f"ThreadPoolExecutor.submit({name}) to a pool made outside the world: "
+                f"{started}, started outside the world, so the work would run outside "
+                "the simulation (its file calls on the real disk) or wait on a real lock; "
+                "make the executor inside the simulated process (its workers are then "
+                "simulated threads)"))
         return real_submit(self, fn, *args, **kwargs)
 
     return submit
