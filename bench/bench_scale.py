@@ -1,6 +1,7 @@
 """What scale costs, as ratios (issue 29): file bytes, trace events, examples.
 
     python bench/bench_scale.py [--quick] [--against REV] [--file-mib N]
+                                [--sync-mib N] [--store-only] [--stored-mib N]
 
 Every figure is measured in a fresh child interpreter (peak RSS is the
 child's own VmHWM), side by side with the same child run on the code of
@@ -15,12 +16,18 @@ asserts: machine load moves every absolute number.
   RSS above an empty world's, divided by the file's size (1.0: the bytes
   are held once);
 - the same with ``World(store=True)`` (file data on the real disk) beside
-  without, the writer fsyncing every 64 MiB (4 MiB with ``--quick``) so
-  that dirty pages, which stay in memory until written back, stay within
-  that: 16 MiB with ``--quick``, else 1 GiB and 10 GiB (10 GiB with the store only: without
-  it needs about 1.4 times 10 GiB of RAM, which the figure above gives);
-  and the CPU time of a small write/read loop across two hosts with the
-  store beside without it;
+  without, the writer fsyncing every 64 MiB (4 MiB with ``--quick``;
+  ``--sync-mib 0``: never, every page dirty until the close, which the
+  store bounds by writing dirty pages to it too): 16 MiB with ``--quick``,
+  else 1 GiB and 10 GiB (10 GiB with the store only: without it needs
+  about 1.4 times 10 GiB of RAM, which the figure above gives);
+  ``--store-only`` measures the store's rows alone, these and the small
+  loop's below (the 10 GiB one takes minutes of CPU), ``--stored-mib N``
+  only the files of N MiB;
+- the CPU time of a small write/read loop across two hosts (a 70 KB file
+  rewritten in 5,000-byte writes, each closed) with the store beside
+  without it, and the size of the store's file it leaves (old blocks are
+  reused once nothing refers to them);
 - RSS per trace event at default settings: a poller past the trace's kept
   window, peak RSS above an empty world's, divided by the events recorded,
   beside the same run keeping every event (``trace_keep=None``);
@@ -49,7 +56,13 @@ POLLS = 60_000 if QUICK else 500_000  # 2 events each: past the 100,000 kept
 # (MiB, with the store): the store's figures; 10 GiB only with the store.
 STORED = ([(16, False), (16, True)] if QUICK
           else [(1024, False), (1024, True), (10240, True)])
-SYNC_MIB = 4 if QUICK else 64  # the writer's fsync interval in the store's figures
+if "--stored-mib" in sys.argv:  # those rows alone, e.g. 1024 or 10240
+    _ONLY = int(sys.argv[sys.argv.index("--stored-mib") + 1])
+    STORED = [(_ONLY, False), (_ONLY, True)] if _ONLY <= 1024 else [(_ONLY, True)]
+# The writer's fsync interval in the store's figures (0: none until the close).
+SYNC_MIB = (int(sys.argv[sys.argv.index("--sync-mib") + 1]) if "--sync-mib" in sys.argv
+            else 4 if QUICK else 64)
+STORE_ONLY = "--store-only" in sys.argv
 LOOP = 1000 if QUICK else 5000  # rounds of the small write/read loop
 EXAMPLES = 20 if QUICK else 200
 
@@ -113,7 +126,9 @@ elif mode == "loop":
     w.spawn(w.host("a"), writer)
     w.spawn(w.host("b"), reader)
     w.run()
-    print(json.dumps({"cpu": time.process_time() - start}))
+    cpu = time.process_time() - start
+    kept = w._server_state.store
+    print(json.dumps({"cpu": cpu, "used": 0 if kept is None else kept.used}))
 elif mode == "events":
     from simfs import World
     polls, keep = arg.split(":")
@@ -200,13 +215,20 @@ def _child(path: Path, mode: str, arg: str) -> dict[str, float]:
 def measure(path: Path) -> dict[str, float]:
     figures: dict[str, float] = {}
     empty = _child(path, "file", "0")["peak"]
-    figures["file"] = (_child(path, "file", str(FILE_MIB))["peak"] - empty) / (FILE_MIB << 20)
+    if not STORE_ONLY:
+        figures["file"] = ((_child(path, "file", str(FILE_MIB))["peak"] - empty)
+                           / (FILE_MIB << 20))
     for mib, stored in STORED:
         peak = _child(path, "file",
                       f"{mib}:{'store' if stored else 'memory'}:{SYNC_MIB}")["peak"]
         figures[f"file {mib} {'store' if stored else 'memory'}"] = peak - empty
     for store in ("memory", "store"):
-        figures[f"loop {store}"] = _child(path, "loop", f"{LOOP}:{store}")["cpu"]
+        loop = _child(path, "loop", f"{LOOP}:{store}")
+        figures[f"loop {store}"] = loop["cpu"]
+        if store == "store":
+            figures["store file"] = loop.get("used", float("nan"))
+    if STORE_ONLY:
+        return figures
     empty = _child(path, "events", "0:default")["peak"]
     for keep in ("default", "all"):
         events = _child(path, "events", f"{POLLS}:{keep}")
@@ -242,19 +264,24 @@ def main() -> None:
     now = measure(ROOT)
     print(f"scale (issue 29){' (quick)' if QUICK else ''}: a {FILE_MIB} MiB file, "
           f"{2 * POLLS:,} events, {EXAMPLES} examples per search\n")
+    syncing = f"an fsync every {SYNC_MIB} MiB" if SYNC_MIB else "no fsync before the close"
     if against is None:
-        print(f"  RSS per file byte            {now['file']:8.2f} B   (issue 29 before: "
-              f"{BEFORE_FILE:.2f} B, {BEFORE_FILE / now['file']:.1f}x as much)")
+        if not STORE_ONLY:
+            print(f"  RSS per file byte            {now['file']:8.2f} B   (issue 29 before: "
+                  f"{BEFORE_FILE:.2f} B, {BEFORE_FILE / now['file']:.1f}x as much)")
         print("  file data on the real disk, World(store=True), written in 1 MiB writes "
-              f"with an fsync every {SYNC_MIB} MiB and read back on another host: peak RSS "
-              "above an empty world's")
+              f"with {syncing} and read back on another host: peak RSS above an empty "
+              "world's")
         for mib, stored in STORED:
             key = f"file {mib} {'store' if stored else 'memory'}"
             print(f"    {mib:6} MiB {'with' if stored else 'without':7} the store "
                   f"{now[key] / 1e6:9.1f} MB  ({now[key] / (mib << 20):.3f} B per file byte)")
         print(f"  a small write/read loop ({LOOP} rounds, two hosts): "
               f"{now['loop store'] / now['loop memory']:.2f}x the CPU time with the store "
-              f"({now['loop store']:.2f} s, without {now['loop memory']:.2f} s)")
+              f"({now['loop store']:.2f} s, without {now['loop memory']:.2f} s); the "
+              f"store's file after it: {now['store file'] / 1e6:.2f} MB")
+        if STORE_ONLY:
+            return
         print(f"  RSS per event, default trace {now['event default']:8.2f} B   (every event "
               f"kept: {now['event all']:.2f} B, "
               f"{now['event all'] / max(now['event default'], 1e-9):.1f}x as much)")
@@ -278,6 +305,9 @@ def main() -> None:
             mib, where = key[5:].split()
             label = f"RSS {mib} MiB file, {where}"
             unit, value, then[key] = " MB", value / 1e6, then[key] / 1e6
+        elif key == "store file":
+            label = "store file, small loop"
+            unit, value, then[key] = " MB", value / 1e6, then[key] / 1e6
         elif key.startswith("loop"):
             label = f"CPU s, small loop, {key[5:]}"
         if math.isnan(then[key]):
@@ -287,7 +317,7 @@ def main() -> None:
                  else value / max(then[key], 1e-9))
         print(f"  {label:32}{value:10.2f}{unit}{then[key]:12.2f}{unit}{ratio:9.2f}x")
     print("  (x: how many times better now: memory then/now, examples now/then; the RSS "
-          f"of a file: above an empty world's, its writer fsyncing every {SYNC_MIB} MiB)")
+          f"of a file: above an empty world's, its writer with {syncing})")
 
 
 if __name__ == "__main__":

@@ -28,8 +28,10 @@ from simfs import MountOptions
 from ._base import BackendFailed, ProcessSpec, ScenarioError
 
 # vers too: a v3 mount passed off as a v4.1 host (or back) would check one
-# version's facts against the other's client.
-_CHECKED_OPTIONS = ("acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "vers")
+# version's facts against the other's client; and local_lock, which says
+# which locks stay on the host (nolock shows local_lock=all).
+_CHECKED_OPTIONS = ("acregmin", "acregmax", "acdirmin", "acdirmax", "lookupcache", "vers",
+                    "local_lock")
 
 
 def _mount_options(mount_point: str) -> dict[str, str]:

@@ -45,13 +45,19 @@ from ._world import Host, World
 def native_guard(enable: bool = False) -> str:
     """Whether native file calls from simulated processes are caught, and if not why.
 
-    Opt-in (also ``SIMFS_NATIVE_GUARD=1``): a seccomp filter on simulated
-    processes' threads refuses a real filesystem change made by native code,
-    and any native open or stat of a path under the export, and fails the run
-    with ``SimulationEscape`` (``simfs/_patch/_guards/_native_guard.py``).
+    On by default where the machine allows it (Linux x86_64/aarch64, kernel
+    5.5+, seccomp allowed): the first World turns it on unless
+    ``SIMFS_NATIVE_GUARD=0``.  A seccomp filter on simulated processes'
+    threads refuses a real filesystem change made by native code, and any
+    native open or stat of a path under the export, and fails the run with
+    ``SimulationEscape`` (``simfs/_patch/_guards/_native_guard.py``).  Where
+    it cannot run, the answer says why.
 
     Args:
-        enable: install the guard now, if this machine allows it.
+        enable: install the guard now (before any World), if this machine allows it.
+
+    Raises:
+        ValueError: ``SIMFS_NATIVE_GUARD`` is set to something else than 0 or 1.
     """
     from ._patch._guards import _native_guard
 

@@ -83,6 +83,7 @@ class Host:
         self.mount = mount
         self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
         self.client = NfsClient(world._server_state, world._clock, options, self.kernel)
+        self.client.host_name = name
         # The host's own link as given to World.host (None: the world's).
         self.link = link
         self.client.link_bps = (world._link_bps if link is None
@@ -241,15 +242,18 @@ class World:
             local disk's: None (the default) keeps it in memory (a file costs
             its size in RAM once); True writes it to an unlinked file in a
             temporary directory; a path, to one in that existing directory.
-            With a store, RAM holds block numbers and dirty pages, not
-            data: for files larger than memory.  Invisible to the model:
+            With a store, RAM holds block numbers and at most 16 MiB of
+            dirty pages per file, not data: for files larger than memory.
+            ``close()`` closes its file.  Invisible to the model:
             the same RPCs, trace and answers (docs/design.md, "The block
             store").  A real error under it (a full disk) stops the run with
             ``StoreError``, never a simulated error or a corrupt file.
-        store_size: the most bytes the store may write (an int, or ``"20GiB"``);
-            refused here when the directory has less free space, and a run
-            that would pass it stops with ``StoreError``.  Blocks are never
-            rewritten in place: every block a WRITE changes takes 4 KiB more.
+        store_size: the most bytes the store's file may hold (an int, or
+            ``"20GiB"``); refused here when the directory has less free
+            space, and a run that would pass it stops with ``StoreError``.
+            A block is reused once nothing refers to it (no server map, no
+            host's page, stale ones included): the file holds what is live
+            and up to half as much again.
 
     What a test reads and sets up, besides the methods below:
 
@@ -313,8 +317,9 @@ class World:
         self._epoch_ns = self._clock.epoch_ns
         choose, on_main = _make_chooser(seed, chooser)
         self._processes: list[Process] = []
-        # SIMFS_NATIVE_GUARD=1 must act before the baton is chosen: the guard
-        # filters per OS thread, so its worlds run the thread baton.
+        # The native guard (on unless SIMFS_NATIVE_GUARD=0) starts before the
+        # scheduler is made: its threads (a process's, or the engine's that
+        # runs them all) start filtered.
         from ._patch._guards._native_guard import status as native_guard_status
 
         native_guard_status()
@@ -635,6 +640,9 @@ class World:
             SimulationEscape: a process reached outside the simulation.
             BlockedOutsideSimulation: a process waits on something real.
             Deadlock: processes wait on each other and nothing can wake them.
+            SimfsError: a loaded library's route could not be installed (a
+                version whose entry points moved): its native I/O would go
+                to the real machine (docs/libraries.md).
         """
         inside = current_process()
         if inside is not None:
@@ -647,8 +655,10 @@ class World:
                 "that builds no world when imported")
         from ._patch import install, real_cwd_sentinel
         from ._patch._guards import _native_guard, _outside
+        from ._patch._imports import refuse_unrouted
 
         install()
+        refuse_unrouted()
         _native_guard.watch(self._export)
         self._schedule_crashes()
         until_ns = None if until is None else seconds_to_ns(until, "until")
@@ -741,8 +751,14 @@ class World:
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Stop every unfinished process so its OS thread ends (safe to call twice)."""
+        """Stop every unfinished process so its OS thread ends, and close the
+        block store's file (``World(store=)``), whose disk space comes back
+        then; safe to call twice.  Read ``w.server``'s file data before: with
+        a store it is gone after (``StoreError`` says so)."""
         self._teardown()
+        store = self._server_state.store
+        if store is not None:
+            store.close("World.close()")
 
     def __enter__(self) -> World:
         return self
@@ -771,12 +787,15 @@ class World:
 
     def _crash(self, host: Host) -> None:
         """The host stops: processes end, open files stay open (``.nfs`` orphans),
-        unflushed writes are lost, locks stay held (NLM keeps them until reboot)."""
+        unflushed writes are lost, locks stay held (NLM keeps them until reboot;
+        over v4 they lapse with its lease, not modelled: ``UnmodelledLease``)."""
         host.crashed = True
         for process in host.processes:
             self._scheduler.detach(process, f"host {host.name!r} crashed")
         host.client.lose_memory()
         self._locks.drop_local(host.name)
+        if host.options.vers != "3":
+            self._locks.lease_lapses(host.name)
         self._trace.record(self._clock.now_ns, host.name, "-", "crash", "", "host down")
 
     def _next_ofd_id(self) -> int:

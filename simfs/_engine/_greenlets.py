@@ -206,7 +206,7 @@ class GreenletScheduler(Scheduler):
             engine = self._engine = _idle.pop() if _idle else None
             if engine is None:
                 engine = self._engine = _Engine()
-                _thread.start_new_thread(_serve, (engine,))
+                _scheduler.engine_starter(_serve, (engine,))
             engine.job = self
         engine.baton.release()
 
@@ -246,11 +246,18 @@ class GreenletScheduler(Scheduler):
                 while ended:
                     slots.release(ended.pop().slots)
             following = self._order
+        turns = _scheduler.engine_turns
+        if turns is not None:
+            turns(engine.native_id, None)
         if not engine.lost:  # else run()'s thread stopped waiting for it long ago
             self._main_baton.release()
 
     def _switch(self, out: _Strand, into: _Strand, *args: object) -> None:
         self._switch_state(out, into)
+        turns = _scheduler.engine_turns
+        if turns is not None:
+            # The process about to run there (None: the hub, the world's own code).
+            turns(out.engine.native_id, self.current)
         into.greenlet.switch(*args)
 
     @staticmethod
@@ -331,10 +338,6 @@ def make_scheduler(clock: VirtualClock, choose: Callable[[int], int], *,
         raise ValueError(f"baton={name!r} names no baton; use one of {', '.join(BATONS)}")
     from ._tstate import unsupported_reason
 
-    # A guard that filters per OS thread (the native-write guard replaces
-    # the thread starter) needs one OS thread per process: the thread baton.
-    guarded = _scheduler.thread_starter is not _thread.start_new_thread
-    if (name == "greenlet" and greenlet is not None and unsupported_reason() is None
-            and not guarded):
+    if name == "greenlet" and greenlet is not None and unsupported_reason() is None:
         return GreenletScheduler(clock, choose, **kwargs)
     return Scheduler(clock, choose, **kwargs)

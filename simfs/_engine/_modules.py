@@ -638,7 +638,10 @@ def own_copy(target: Callable[..., Any]) -> Callable[..., Any] | None:
         return None
     module = sys.modules.get(module_name)
     if module_name == "__main__":
-        if module is None or not getattr(module, "__file__", None):
+        # A script read from ``-c`` or stdin ('<stdin>') has no file to import
+        # again: its objects are the test's, shared (multiprocessing's spawn
+        # cannot hand them on at all).
+        if module is None or _real_stat(getattr(module, "__file__", None)) is None:
             return None
     elif module is None or not per_process(module_name, module):
         return None
@@ -699,11 +702,32 @@ def import_copy(module_name: str) -> ModuleType:
         spec = importlib.util.spec_from_file_location("__mp_main__", path)
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import the script {path!r} again as __mp_main__")
+        # A script has no .pyc: compiled once per version of its file, as
+        # every other module a process imports (_OwnCopyLoader), not per process.
+        origin = spec.origin
+        status = _real_stat(origin)
+        if origin is not None and status is not None:
+            spec.loader = _OwnCopyLoader(spec.loader,
+                                         (origin, status.st_mtime_ns, status.st_size))
         copy = importlib.util.module_from_spec(spec)
         sys.modules["__mp_main__"] = view.table["__mp_main__"] = copy
         view.names = frozenset(view.table)
         spec.loader.exec_module(copy)
     return copy
+
+
+def _real_stat(path: str | None) -> os.stat_result | None:
+    """``os.stat`` of a module's file with routing off (the interpreter's read)."""
+    if path is None:
+        return None
+    process = getattr(_tls, "process", None)
+    _tls.process = None
+    try:
+        return os.stat(path)
+    except OSError:
+        return None
+    finally:
+        _tls.process = process
 
 
 class NamedTarget:

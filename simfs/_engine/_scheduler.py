@@ -57,11 +57,19 @@ from ._modules import MAIN, ModuleView, switch_to
 if TYPE_CHECKING:
     from .._os._seam import SyscallSeam
 
-# How the thread baton starts a process's OS thread.  The opt-in native-write
-# guard (simfs/_patch/_guards/_native_guard.py) replaces it, so that every process
-# thread inherits its seccomp filter; the engine never imports the routes.
+# How the thread baton starts a process's OS thread.  The native guard
+# (simfs/_patch/_guards/_native_guard.py, on by default) replaces it, so that
+# every process thread filters itself; the engine never imports the routes.
 thread_starter: Callable[[Callable[..., object], tuple[Any, ...]], object] = \
     _thread.start_new_thread
+# How the greenlet baton starts an engine OS thread (every process of a world
+# runs on one), and what it calls each time that thread turns to a process or
+# back to the world's own code (None: no one asks).  The guard replaces both:
+# the engine thread inherits its filter, and its supervisor is told, through
+# shared memory, which process runs there.
+engine_starter: Callable[[Callable[..., object], tuple[Any, ...]], object] = \
+    _thread.start_new_thread
+engine_turns: Callable[[int, Process | None], None] | None = None
 
 # Process states.
 NEW: Final = 0

@@ -42,6 +42,7 @@ from typing import Final
 
 from .._engine._clock import NS_PER_S, VirtualClock
 from .._errors import simulated_oserror
+from ._delegations import JUKEBOX_RETRY_NS, RETRY_MIN_NS, RecallDelay, UnmodelledRecall
 from ._dirops import DirectoryOps, Pin
 from ._fsstat import FsStat
 from ._kernels import DEFAULT_KERNEL, KernelProfile, kernel_profile
@@ -131,6 +132,8 @@ class NfsClient(DirectoryOps, PageCacheOps):
         self.server = server
         self.clock = clock
         self.options = options
+        # The host's name, for errors that name it (the world sets it).
+        self.host_name = ""
         self.kernel = kernel or kernel_profile(DEFAULT_KERNEL)
         self.rpcs: Counter[str] = Counter()
         # Where _rpc records: the record the current syscall took from
@@ -243,7 +246,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
         cached.attrs = attrs
         cached.read_ns = now
         cache = self.files.get(fileid)
-        if cache is not None and attrs.size != cache.size and (not cache.dirty
+        if cache is not None and attrs.size != cache.size and (not cache.has_dirty
                                                                or attrs.size > cache.size):
             # nfs_update_inode: the size follows the server's unless writes
             # are pending and the server's is smaller.
@@ -310,7 +313,79 @@ class NfsClient(DirectoryOps, PageCacheOps):
 
     def _own_write(self, fileid: int) -> None:
         """Take the post-op attributes of this host's own WRITE."""
+        if not self.kernel.read_delegations:
+            self._v3_write_recall(fileid)
         self._update(fileid, self.server.getattr(fileid), own_change=True)
+
+    # -- read delegations (NFSv4.x; simfs/_nfs/_delegations.py) ------------------
+
+    def recall(self, fileid: int, *, delay: bool, opening: bool = False) -> None:
+        """This host's call conflicts with read delegations other hosts hold of
+        the file: they are recalled (``nfsd_break_deleg_cb``).
+
+        ``delay``: the call is one knfsd answers NFS4ERR_DELAY (an OPEN for
+        write, LINK, a RENAME over the file), which a v4 client sleeps
+        ``NFS4_POLL_RETRY_MIN`` on and sends again (``nfs4_delay``); the
+        refused attempt is recorded as ``NFS4ERR_DELAY`` (mountstats counts
+        it as a ``delay`` event).  A v3 client is answered NFS3ERR_JUKEBOX
+        and retries after 5 s.  SETATTR, REMOVE and a RENAME of the file
+        itself wait in the server (``nfsd_wait_for_delegreturn``): no delay.
+        ``opening``: the call is an OPEN, which keeps knfsd's state of the
+        file (its ``fi_had_conflict``) alive.
+
+        Raises:
+            RecallDelay: ``delay`` and some delegation was recalled: nothing
+                of the call has happened yet; the syscall layer sleeps and
+                runs it again.
+        """
+        delegations = self.server.delegations
+        if not delegations.any_of(fileid):
+            return
+        now = self.clock.now_ns
+        down = [holder.host_name for holder in delegations.holders(fileid, self, now)
+                if isinstance(holder, NfsClient) and holder.writeback is not None
+                and not holder.writeback.alive()]
+        if down:
+            raise UnmodelledRecall(
+                f"host {self.host_name!r} makes a call that recalls the read delegation "
+                f"crashed host {down[0]!r} holds of file id {fileid}: knfsd cannot reach a "
+                "crashed client, and Linux makes the call wait (NFS4ERR_DELAY retries, up "
+                "to 15 s apart) until knfsd expires that client's lease, which simfs does "
+                "not model (docs/nfs-facts.md, 'Read delegations')")
+        stays = opening or bool(self.server.open_refs.get(fileid))
+        if not delegations.recall(fileid, self, now, stays=stays):
+            return
+        if not delay:
+            return
+        if self.kernel.read_delegations:
+            self._rpc("NFS4ERR_DELAY")
+            raise RecallDelay(RETRY_MIN_NS)
+        # A v3 client's LINK or RENAME over the file: NFS3ERR_JUKEBOX, which
+        # nfs3_rpc_wrapper retries after NFS_JUKEBOX_RETRY_TIME (5 s; measured
+        # 5.18 s and 5.16 s, compose/probe_delegation.py v3_caller).
+        self._rpc("NFS3ERR_JUKEBOX")
+        raise RecallDelay(JUKEBOX_RETRY_NS)
+
+    def _v3_write_recall(self, fileid: int) -> None:
+        """A v3 WRITE to a file another host holds a read delegation of.
+
+        Raises:
+            UnmodelledRecall: knfsd answers NFS3ERR_JUKEBOX and the v3 client
+                sends the WRITE again 5 s later (NFS_JUKEBOX_RETRY_TIME; measured
+                5.08 s), which simfs cannot do once the page cache has sent it.
+        """
+        delegations = self.server.delegations
+        if not delegations.any_of(fileid):
+            return
+        holders = delegations.holders(fileid, self, self.clock.now_ns)
+        if holders:
+            name = holders[0].host_name if isinstance(holders[0], NfsClient) else "?"
+            raise UnmodelledRecall(
+                f"host {self.host_name!r} (NFSv3) writes file id {fileid}, of which host "
+                f"{name!r} (NFSv4) holds a read delegation: knfsd answers the WRITE "
+                "NFS3ERR_JUKEBOX and the v3 client sends it again 5 s later (measured "
+                "5.08 s), which simfs does not model; mount both hosts with one NFS "
+                "version (docs/nfs-facts.md, 'Read delegations')")
 
     def _background_flush(self, fileid: int) -> tuple[str, ...]:
         """A writeback the client starts on its own; returns the RPCs it sent."""
@@ -358,7 +433,8 @@ class NfsClient(DirectoryOps, PageCacheOps):
     # -- file data (the page cache itself is _pagecache.PageCacheOps) -----------
 
     def open_file(self, attrs: Attrs, *, created: bool, writable: bool = False,
-                  label: str = "", dentry: tuple[int, str] | None = None) -> Pin | None:
+                  label: str = "", dentry: tuple[int, str] | None = None,
+                  readable: bool = True) -> Pin | None:
         """Count an open on this host; a file this open created needs no ACCESS.
 
         Returns the pin on ``dentry`` (directory, name), the name the open
@@ -383,6 +459,10 @@ class NfsClient(DirectoryOps, PageCacheOps):
             # NFSv4.x: the OPEN is state on the server, which keeps the file
             # while it is held, another host's unlink notwithstanding.
             self.server.opened(fileid)
+            if self.kernel.read_delegations:
+                self.server.delegations.opened(fileid, self, self.clock.now_ns,
+                                               readable=readable, writable=writable,
+                                               created=created)
         self.file_cache(fileid, label)
         if dentry is None:
             return None
@@ -397,7 +477,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
     def writes_pending(self, attrs: Attrs) -> bool:
         """Whether this host holds dirty pages of the file (a stat writes them back)."""
         cache = None if attrs.is_dir else self.files.get(attrs.fileid)
-        return cache is not None and bool(cache.dirty)
+        return cache is not None and cache.has_dirty
 
     def stat_attrs(self, attrs: Attrs) -> Attrs:
         """The attributes a stat reports: ``nfs_getattr`` writes this host's
@@ -415,6 +495,7 @@ class NfsClient(DirectoryOps, PageCacheOps):
         size = changes.get("size")
         if size is not None:
             self.flush(fileid)
+        self.recall(fileid, delay=False)  # nfsd_setattr waits for the return
         self._rpc("SETATTR")
         try:
             attrs = self.server.setattr(fileid, **changes)

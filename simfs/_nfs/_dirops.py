@@ -51,6 +51,9 @@ class DirectoryOps(LookupOps):
     def invalidate_attrs(self, fileid: int) -> None:
         raise NotImplementedError
 
+    def recall(self, fileid: int, *, delay: bool, opening: bool = False) -> None:
+        raise NotImplementedError
+
     def _dir_op(self, dir_ids: tuple[int, ...], operation: Callable[[], T]) -> T:
         """Run one modifying RPC and take its weak-cache-consistency reply."""
         server = self.server
@@ -123,6 +126,7 @@ class DirectoryOps(LookupOps):
                 raise simulated_oserror(errno.EBUSY)
             self._silly_rename(dir_id, name, fileid)
             return
+        self.recall(fileid, delay=False)  # nfsd_unlink waits for the return
         self._rpc("REMOVE")
         try:
             self._dir_op((dir_id,), lambda: self.server.remove(dir_id, name))
@@ -157,6 +161,7 @@ class DirectoryOps(LookupOps):
                 self.lookup(dir_id, silly)
             except FileNotFoundError:
                 break
+        self.recall(fileid, delay=False)  # nfsd_rename waits for the source's return
         self._rpc("RENAME")
         self._dir_op((dir_id,), lambda: self.server.rename(dir_id, name, dir_id, silly))
         self._set_dentry(dir_id, name, None)
@@ -185,12 +190,24 @@ class DirectoryOps(LookupOps):
 
     def rename(self, from_dir: int, from_name: str, to_dir: int, to_name: str) -> None:
         source = self.lookup(from_dir, from_name)
+        # A delegated file the rename would replace: NFS4ERR_DELAY (measured:
+        # two RENAMEs and a delay event; nfsd_rename waits only for the
+        # source's return), before anything of the rename happens.
+        if self.server.delegations.any():
+            try:
+                replaced = self.server.lookup(to_dir, to_name)
+            except OSError:
+                replaced = None
+            if (replaced is not None and replaced.fileid != source.fileid
+                    and not replaced.is_dir):
+                self.recall(replaced.fileid, delay=True)
         target = self.lookup_if_cached(to_dir, to_name, RENAME_TARGET)
         if (target is not None and target.fileid != source.fileid and not target.is_dir
                 and self._held(target.fileid, to_dir, to_name)):
             # nfs_rename: a busy target is silly-renamed first, so the open
             # file survives as .nfsXXXX beside the new one (seed 002, #531).
             self._silly_rename(to_dir, to_name, target.fileid)
+        self.recall(source.fileid, delay=False)  # nfsd_rename waits for the return
         self._rpc("RENAME")
         dirs = (from_dir,) if from_dir == to_dir else (from_dir, to_dir)
         self._dir_op(dirs, lambda: self.server.rename(from_dir, from_name, to_dir, to_name))
@@ -201,6 +218,7 @@ class DirectoryOps(LookupOps):
     def link(self, fileid: int, dir_id: int, name: str) -> Attrs:
         if self.lookup_if_cached(dir_id, name, CREATE | EXCL) is not None:
             raise simulated_oserror(errno.EEXIST)
+        self.recall(fileid, delay=True)  # NFS4ERR_DELAY (measured: two LINKs, a delay)
         self._rpc("LINK")
         attrs = self._dir_op((dir_id,), lambda: self.server.link(fileid, dir_id, name))
         self._update(fileid, attrs, own_change=True)
@@ -281,6 +299,10 @@ class DirectoryOps(LookupOps):
             self.open_count.pop(fileid, None)
         if self.kernel.server_holds_opens and fileid in self.server.open_refs:
             self.server.closed(fileid)  # NFSv4.x CLOSE: the OPEN state goes
+            if self.kernel.read_delegations:
+                self.server.delegations.closed(
+                    fileid, self, self.clock.now_ns, writable=writable,
+                    last_on_server=fileid not in self.server.open_refs)
         if pin is None:
             return
         pins = self.pins[fileid]

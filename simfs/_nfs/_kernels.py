@@ -66,6 +66,13 @@ class KernelProfile:
             dentry verifies, and a negative entry made after it is trusted
             for acdirmin (the real tier over v4.1 found it:
             ``test_a_negative_entry_made_in_a_directory_just_made_elsewhere``).
+        read_delegations: whether the server hands this host read delegations
+            and its conflicting OPEN, LINK or RENAME over a delegated file
+            waits for another host's to be recalled.  NFSv3: no (there are
+            none).  NFSv4.1 and 4.2: yes, by the rules of
+            ``simfs/_nfs/_delegations.py`` (measured on Linux 6.1 with
+            compose/probe_delegation.py: the conflicting open waits the
+            client's first retry, 0.1 s).
     """
 
     release: str
@@ -74,6 +81,7 @@ class KernelProfile:
     vers: str = "3"
     server_holds_opens: bool = False
     lookup_dir_attrs: bool = True
+    read_delegations: bool = False
 
     def lock_granted_at(self, blocked_s: float, released_s: float) -> float:
         """When a waiter that blocked at ``blocked_s`` gets a lock another
@@ -107,7 +115,9 @@ class KernelProfile:
         if self.vers != "3":
             text += (f"; NFSv{self.vers}: a file open here stays on the server after "
                      "another host removes it, until the last close (OPEN state); a LOOKUP "
-                     "does not refresh its directory's attributes")
+                     "does not refresh its directory's attributes; an open that reads gets a "
+                     "read delegation, and another host's open for write, LINK or RENAME "
+                     "over the file waits 0.1 s for its recall (NFS4ERR_DELAY)")
         return text
 
 
@@ -126,7 +136,8 @@ KERNELS: Final[dict[str, KernelProfile]] = {
 # about, and the probe's 4.2 run agreed with 4.1 on each (docs/nfs-facts.md).
 V4_KERNELS: Final[dict[tuple[str, str], KernelProfile]] = {
     ("6.1", vers): KernelProfile("6.1", lock_retry_s=None, writeback_range_s=(0.6, 31.0),
-                                 vers=vers, server_holds_opens=True, lookup_dir_attrs=False)
+                                 vers=vers, server_holds_opens=True, lookup_dir_attrs=False,
+                                 read_delegations=True)
     for vers in ("4.1", "4.2")
 }
 

@@ -70,9 +70,10 @@ class LocalClient(NfsClient):
         return False  # no silly rename: the name goes, the inode stays while open
 
     def open_file(self, attrs: Attrs, *, created: bool, writable: bool = False,
-                  label: str = "", dentry: tuple[int, str] | None = None) -> Pin | None:
+                  label: str = "", dentry: tuple[int, str] | None = None,
+                  readable: bool = True) -> Pin | None:
         pin = super().open_file(attrs, created=created, writable=writable, label=label,
-                                dentry=dentry)
+                                dentry=dentry, readable=readable)
         self.disk.opened(attrs.fileid)
         return pin
 

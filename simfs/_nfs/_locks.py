@@ -33,13 +33,27 @@ import math
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from .._errors import simulated_oserror
+from .._errors import SimfsError, simulated_oserror
 
 if TYPE_CHECKING:
     from .._engine._scheduler import Process, Scheduler
     from ._kernels import KernelProfile
 
 INFINITY = math.inf
+
+
+class UnmodelledLease(SimfsError):
+    """A lock request meets a lock an NFSv4 host held when it crashed.
+
+    Over v4 a lock is state under the client's lease: knfsd gives it up
+    once the crashed client's lease has expired (90 s after its last
+    renewal by default; knfsd's "courteous server" keeps an expired
+    client's state until a conflicting request arrives).  Until then the
+    request is refused (non-blocking) or keeps waiting.  simfs does not
+    model the lease (docs/nfs-facts.md, "NFSv4.1 and 4.2"), so a request
+    that depends on it is refused by name instead of waiting forever or
+    failing forever, as it would never do on Linux.
+    """
 
 
 class LockRecord:
@@ -86,6 +100,8 @@ class LockTable:
         self._waiters: dict[int, list[Process]] = {}
         # fileid -> host whose release last woke the file's waiters
         self._released_by: dict[int, str] = {}
+        # NFSv4 hosts that crashed: their server-held locks end with a lease.
+        self._leases_lapsing: set[str] = set()
 
     def holders(self, fileid: int) -> list[tuple[Hashable, float, float, bool]]:
         """(owner, start, end, exclusive) of every lock on a file, for tests and reports."""
@@ -114,6 +130,28 @@ class LockTable:
                   exclusive: bool, host: str, local: bool, kind: str) -> bool:
         return any(record.stands_in_the_way(owner, start, end, exclusive, host, local, kind)
                    for record in self._locks.get(fileid, ()))
+
+    def lease_lapses(self, host: str) -> None:
+        """An NFSv4 host crashed: its server-held locks last only until its lease
+        expires, which is not modelled (``UnmodelledLease``)."""
+        self._leases_lapsing.add(host)
+        for fileid, records in list(self._locks.items()):
+            if any(record.host == host and record.local is None for record in records):
+                self._wake(fileid)  # a waiter already blocked must hear it too
+
+    def _check_lease(self, fileid: int, owner: Hashable, start: float, end: float,
+                     exclusive: bool, host: str, local: bool, kind: str, what: str) -> None:
+        for record in self._locks.get(fileid, ()):
+            if (record.local is None and record.host in self._leases_lapsing
+                    and record.stands_in_the_way(owner, start, end, exclusive, host, local,
+                                                 kind)):
+                raise UnmodelledLease(
+                    f"host {host!r} asks for a lock on {what} that host {record.host!r} "
+                    f"held when it crashed: over NFSv4 the server gives it up once "
+                    f"{record.host!r}'s lease has expired (90 s after its last renewal by "
+                    "default, at the first conflicting request after that), which simfs "
+                    "does not model (docs/nfs-facts.md, 'NFSv4.1 and 4.2'); over v3 the "
+                    "lock stays held until the host reboots, as simfs keeps it")
 
     def drop_local(self, host: str) -> None:
         """A crashed host's local locks go with its kernel (NLM locks stay)."""
@@ -163,6 +201,9 @@ class LockTable:
         clock = self._scheduler.clock
         is_local = local is not None
         while self._conflict(fileid, owner, start, end, exclusive, host, is_local, kind):
+            if self._leases_lapsing:
+                self._check_lease(fileid, owner, start, end, exclusive, host, is_local, kind,
+                                  what)
             if not wait:
                 raise simulated_oserror(errno.EAGAIN)
             process = self._scheduler.checkpoint()

@@ -40,7 +40,8 @@ from __future__ import annotations
 import heapq
 import itertools
 import random
-from collections.abc import Callable
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Final, cast
 
 from .._engine._clock import NS_PER_S
@@ -65,6 +66,13 @@ LOCKS_OTHER: Final = "byte-range or read locks"
 
 # A page never written: zeros, one object for all of them.
 _ZERO_PAGE: Final = ZERO_BLOCK
+
+# A page dirty from end to end.
+_WHOLE: Final = (0, PAGE_SIZE)
+
+# With a block store, how many dirty pages of a file may hold their bytes in
+# memory (16 MiB) before they are written to the store (``FileCache.spilled``).
+SPILL_PAGES: Final = 4096
 
 
 class Page:
@@ -103,16 +111,23 @@ class FileCache:
 
     With a block store, a clean, up-to-date page whose bytes are a block in
     the store is kept as that block's number alone, in ``stored`` (8 bytes a
-    page, no ``Page``); ``page()`` turns it back into a ``Page`` when a write
-    wants one.  A page index is in ``pages`` or ``stored``, never both.
+    page, no ``Page``), and so is an up-to-date page dirty from end to end
+    whose bytes were written to the store (``spilled``: a file's dirty pages
+    go there once more than ``SPILL_PAGES`` of them hold their bytes in
+    memory); ``page()`` turns either back into a ``Page`` when a write
+    wants one.  A page index is in one of ``pages``, ``stored`` and
+    ``spilled`` at most.  ``dirty`` holds the indexes of dirty pages,
+    ``spilled`` the others: ``has_dirty`` asks both.
     """
 
-    __slots__ = ("deferred", "dirty", "invalid", "label", "pages", "size", "stored",
-                 "writeback_due")
+    __slots__ = ("deferred", "dirty", "invalid", "label", "pages", "size", "spill_at",
+                 "spilled", "stored", "writeback_due")
 
     def __init__(self, size: int, label: str, stored: bool = False) -> None:
         self.pages: dict[int, Page] = {}
         self.stored = NumberMap() if stored else None
+        self.spilled = NumberMap() if stored else None
+        self.spill_at = SPILL_PAGES
         self.dirty: set[int] = set()
         self.size = size
         self.invalid = False
@@ -123,23 +138,34 @@ class FileCache:
         self.writeback_due: int | None = None
         self.label = label
 
+    @property
+    def has_dirty(self) -> bool:
+        """Whether any page of the file is dirty here (spilled ones too)."""
+        return bool(self.dirty) or bool(self.spilled)
+
     def data_at(self, index: int) -> bytes | bytearray | int | None:
-        """Page ``index``'s data (a store number for a stored page); None
-        when this host has not got it up to date."""
+        """Page ``index``'s data (a store number for a stored or spilled
+        page); None when this host has not got it up to date."""
         page = self.pages.get(index)
         if page is not None:
             return page.data if page.uptodate else None
         stored = self.stored
-        return None if stored is None else stored.get(index)
+        if stored is None:
+            return None
+        number: int | None = stored.get(index)
+        if number is None:
+            number = cast("NumberMap", self.spilled).get(index)
+        return number
 
     @property
     def holds_any(self) -> bool:
         """Whether this host caches any page of the file (stored ones too)."""
-        return bool(self.pages) or bool(self.stored)
+        return bool(self.pages) or bool(self.stored) or bool(self.spilled)
 
     def holds(self, index: int) -> bool:
         """Whether this host caches anything of page ``index``."""
-        return index in self.pages or (self.stored is not None and index in self.stored)
+        return index in self.pages or (self.stored is not None and (
+            index in self.stored or index in cast("NumberMap", self.spilled)))
 
     def page(self, index: int) -> Page:
         """Page ``index`` as a ``Page`` to change, made if there is none."""
@@ -153,6 +179,15 @@ class FileCache:
                     del stored[index]
                     page.data = number
                     page.uptodate = True
+                    return page
+                spilled = cast("NumberMap", self.spilled)
+                number = spilled.get(index)
+                if number is not None:  # dirty from end to end, its bytes in the store
+                    del spilled[index]
+                    page.data = number
+                    page.uptodate = True
+                    page.dirty = _WHOLE
+                    self.dirty.add(index)
         return page
 
     def keep(self, index: int, number: int) -> None:
@@ -167,12 +202,21 @@ class FileCache:
             self.pages.clear()
             if self.stored is not None:
                 self.stored.clear()
+                cast("NumberMap", self.spilled).clear()
             return
         for index in [i for i in self.pages if i >= first]:
             del self.pages[index]
+        for numbers in (self.stored, self.spilled):
+            if numbers is not None:
+                for index in [i for i in numbers if i >= first]:
+                    del numbers[index]
+
+    def block_numbers(self) -> Iterator[Iterable[int]]:
+        """The store numbers this cache holds: clean, spilled and ``Page`` objects' data."""
         if self.stored is not None:
-            for index in [i for i in self.stored if i >= first]:
-                del self.stored[index]
+            yield from self.stored.arrays()
+            yield from cast("NumberMap", self.spilled).arrays()
+        yield [page.data for page in self.pages.values() if type(page.data) is int]
 
     def page_length(self, index: int) -> int:
         """``nfs_page_length``: how many bytes of page ``index`` lie inside the size."""
@@ -235,6 +279,8 @@ def _dirty_bytes(cache: FileCache) -> int:
         span = cache.pages[index].dirty
         if span is not None:
             total += span[1] - span[0]
+    if cache.spilled is not None:
+        total += len(cache.spilled) * PAGE_SIZE
     return total
 
 
@@ -269,12 +315,20 @@ class PageCacheOps:
     def file_cache(self, fileid: int, label: str = "") -> FileCache:
         cache = self.files.get(fileid)
         if cache is None:
+            store = self.server.store
             cache = self.files[fileid] = FileCache(self._cached_size(fileid),
                                                    label or f"fileid {fileid}",
-                                                   self.server.store is not None)
+                                                   store is not None)
+            if store is not None:
+                store.hold(self)
         elif label:
             cache.label = label
         return cache
+
+    def block_numbers(self) -> Iterator[Iterable[int]]:
+        """The store numbers this host's page caches hold (``BlockStore.collect``)."""
+        for cache in self.files.values():
+            yield from cache.block_numbers()
 
     def _revalidate_mapping(self, fileid: int) -> FileCache:
         """``nfs_revalidate_mapping``: fresh attributes, then drop an invalid cache."""
@@ -386,12 +440,14 @@ class PageCacheOps:
                 # page stays immutable until written again (Page.writable).
                 page.data = bytes(payload[done:done + PAGE_SIZE])
                 page.uptodate = True
-                page.dirty = (0, PAGE_SIZE)
+                page.dirty = _WHOLE
                 dirty.add(index)
                 done += PAGE_SIZE
                 position += PAGE_SIZE
                 if position > cache.size:
                     cache.size = position
+                if stored is not None and len(dirty) >= cache.spill_at:
+                    self._spill(cache)
                 continue
             page_length = cache.page_length(index)
             if (readable and not page.uptodate and page.dirty is None and page_length
@@ -426,6 +482,8 @@ class PageCacheOps:
                 cache.size = written_end
             done += end - start
             position += end - start
+            if stored is not None and len(dirty) >= cache.spill_at:
+                self._spill(cache)
         if sync:
             self.flush(fileid)
         else:
@@ -435,7 +493,7 @@ class PageCacheOps:
 
     def _schedule_writeback(self, fileid: int, cache: FileCache) -> None:
         writeback = self.writeback
-        if writeback is None or cache.writeback_due is not None or not cache.dirty:
+        if writeback is None or cache.writeback_due is not None or not cache.has_dirty:
             return
         due = self.clock.now_ns + round(writeback.delay_s() * NS_PER_S)
         cache.writeback_due = due
@@ -476,9 +534,12 @@ class PageCacheOps:
         (``WB_SYNC_NONE``), committed when written (``nfs_write_inode``).
         """
         cache = self.files.get(fileid)
-        if cache is None or not cache.dirty:
+        if cache is None or not cache.has_dirty:
             return
-        unstable = self._flush_pages(fileid, cache, sorted(cache.dirty))
+        if cache.stored is None:
+            unstable = self._flush_pages(fileid, cache, sorted(cache.dirty))
+        else:
+            unstable = self._flush_stored(fileid, cache, None)
         if unstable or not sync:
             self._rpc("COMMIT")
         cache.writeback_due = None
@@ -491,14 +552,12 @@ class PageCacheOps:
         A run is handed over as the pages' own pieces, not joined: a page
         dirty from end to end is frozen into ``bytes`` that the server keeps
         as its block and this cache keeps as the page (shared, copy-on-write).
-        With a block store such pages are written to it first, all in one go
-        (a failure there changes nothing), and the server and this cache
-        keep the block's number instead.
+        With a block store, ``_flush_stored`` does the same with numbers.
         """
-        runs: list[tuple[int, list[bytes | memoryview | int]]] = []
+        if cache.stored is not None:
+            return self._flush_stored(fileid, cache, indexes)
+        runs: list[tuple[int, list[bytes | memoryview]]] = []
         run_end = -1
-        store = self.server.store
-        whole: list[tuple[list[bytes | memoryview | int], int, Page, int]] = []
         for index in indexes:
             page = cache.pages[index]
             if page.dirty is None:
@@ -507,29 +566,14 @@ class PageCacheOps:
             start = index * PAGE_SIZE + low
             piece: bytes | memoryview
             if low == 0 and high == PAGE_SIZE:
-                if store is None:
-                    piece = page.data = bytes(page.data)
-                else:
-                    piece = memoryview(cast("bytes", page.data))  # dirty: never a number
+                piece = page.data = bytes(cast("bytes | bytearray", page.data))
             else:
                 piece = memoryview(cast("bytearray", page.data))[low:high]
             if runs and run_end == start:
                 runs[-1][1].append(piece)
             else:
                 runs.append((start, [piece]))
-            if store is not None and low == 0 and high == PAGE_SIZE:
-                whole.append((runs[-1][1], len(runs[-1][1]) - 1, page, index))
             run_end = start + high - low
-        if whole:
-            assert store is not None
-            number = store.put([pieces[at] for pieces, at, _, _ in whole],  # type: ignore[misc]
-                               cache.label)  # whole pages: bytes-like, never numbers
-            for pieces, at, page, index in whole:
-                pieces[at] = number
-                page.dirty = None
-                cache.dirty.discard(index)
-                cache.keep(index, number)  # clean now: its number alone
-                number += 1
         for index in indexes:
             maybe = cache.pages.get(index)
             if maybe is not None and maybe.dirty is not None:
@@ -537,15 +581,143 @@ class PageCacheOps:
                 cache.dirty.discard(index)
         unstable = False
         for start, pieces in runs:
-            size = sum(PAGE_SIZE if isinstance(piece, int) else len(piece)
-                       for piece in pieces)
-            if size <= self.options.wsize:
-                self._rpc("WRITE", size)
-            else:
-                self._send_split("WRITE", size, size, self.options.wsize)
-                unstable = True
+            unstable |= self._send_write(sum(len(piece) for piece in pieces))
             self.server.write_pieces(fileid, start, pieces, cache.label)
         if runs:
+            self._own_write(fileid)
+        return unstable
+
+    def _send_write(self, size: int) -> bool:
+        """The RPCs of one run's WRITE; whether it was split (a COMMIT is owed)."""
+        if size <= self.options.wsize:
+            self._rpc("WRITE", size)
+            return False
+        self._send_split("WRITE", size, size, self.options.wsize)
+        return True
+
+    def _spill(self, cache: FileCache) -> None:
+        """With a block store: write the bytes of every dirty page of ``cache``
+        that holds them in memory to the store (one ``pwritev`` per run of
+        numbers).  A page dirty from end to end and up to date becomes its
+        number in ``spilled`` (no ``Page``); any other keeps its ``Page``,
+        whose data becomes the number.  Nothing the model sees changes: the
+        pages stay dirty, their WRITEs go out when they would have."""
+        store = cast("BlockStore", self.server.store)
+        pages, dirty = cache.pages, cache.dirty
+        spilled = cast("NumberMap", cache.spilled)
+        chosen = [index for index in sorted(dirty) if type(pages[index].data) is not int]
+        if chosen:
+            numbers = store.put([cast("bytes | bytearray", pages[index].data)
+                                 for index in chosen], cache.label)
+            for index, number in zip(chosen, numbers, strict=True):
+                page = pages[index]
+                if page.dirty == _WHOLE and page.uptodate:
+                    del pages[index]
+                    dirty.discard(index)
+                    spilled[index] = number
+                else:
+                    page.data = number
+        cache.spill_at = len(dirty) + SPILL_PAGES
+
+    def _flush_stored(self, fileid: int, cache: FileCache, indexes: list[int] | None) -> bool:
+        """``_flush_pages`` with a block store, for pages ``indexes`` (None:
+        every dirty one): the same runs, RPCs and server changes, with
+        whole pages as store numbers.
+
+        Every page dirty from end to end is written to the store first, in
+        one go (a failure there changes nothing); then each run goes to the
+        server as it is found, its whole pages as an ``array`` of numbers
+        (8 bytes a page, so a 10 GiB run costs 21 MB, not its size), its
+        first and last page's dirty bytes as they are.  Afterwards an up to
+        date page is clean and its number alone (``stored``), the same
+        block as the server's; a page dirty from end to end that was never
+        read keeps its ``Page`` (not up to date, as without a store).
+        """
+        store = cast("BlockStore", self.server.store)
+        pages, dirty = cache.pages, cache.dirty
+        spilled, stored = cast("NumberMap", cache.spilled), cast("NumberMap", cache.stored)
+        chosen = sorted(dirty) if indexes is None else indexes
+        frozen = [index for index in chosen
+                  if index in dirty and pages[index].dirty == _WHOLE
+                  and type(pages[index].data) is not int]
+        if frozen:
+            numbers = store.put([cast("bytes | bytearray", pages[index].data)
+                                 for index in frozen], cache.label)
+            for index, number in zip(frozen, numbers, strict=True):
+                pages[index].data = number
+        partial = [(index, -1) for index in chosen if index in dirty]
+        whole: Iterable[tuple[int, int]] = (
+            spilled.numbered() if indexes is None
+            else [(index, spilled[index]) for index in indexes if index in spilled])
+        unstable = False
+        sent = False
+        # The run being gathered: its offset, pieces, whole pages' numbers, end.
+        start = run_end = -1
+        pieces: list[bytes | memoryview | array[int]] = []
+        numbers_run = array("q")
+        cleaned: list[int] = []  # Page indexes of the runs sent
+
+        def send() -> None:
+            nonlocal unstable, sent, pieces, numbers_run
+            if numbers_run:
+                pieces.insert(1 if pieces and start % PAGE_SIZE else 0, numbers_run)
+            size = sum(len(piece) * (PAGE_SIZE if type(piece) is array else 1)
+                       for piece in pieces)
+            unstable |= self._send_write(size)
+            self.server.write_pieces(fileid, start, pieces, cache.label)
+            sent = True
+            pieces, numbers_run = [], array("q")
+
+        for index, number in heapq.merge(partial, whole):
+            page = None if number >= 0 else pages[index]
+            if page is None or page.dirty == _WHOLE:  # spilled, or a Page's number
+                if page is not None:
+                    number = cast("int", page.data)
+                at = index * PAGE_SIZE
+                if not (pieces or numbers_run) or run_end != at:
+                    if pieces or numbers_run:
+                        send()
+                    start = at
+                numbers_run.append(number)
+                run_end = at + PAGE_SIZE
+            else:
+                if page.dirty is None:
+                    continue
+                low, high = page.dirty
+                at = index * PAGE_SIZE + low
+                data = page.data
+                piece = memoryview(store.get(data) if type(data) is int
+                                   else cast("bytearray", data))[low:high]
+                if (pieces or numbers_run) and run_end == at:
+                    pieces.append(piece)  # the run's last page (it ends inside it)
+                else:
+                    if pieces or numbers_run:
+                        send()
+                    start = at
+                    pieces.append(piece)
+                run_end = at + high - low
+            if page is not None:
+                cleaned.append(index)
+        if pieces or numbers_run:
+            send()
+        for index in cleaned:
+            page = pages[index]
+            whole_page = page.dirty == _WHOLE
+            page.dirty = None
+            dirty.discard(index)
+            if whole_page and page.uptodate:
+                cache.keep(index, cast("int", page.data))  # clean: its number alone
+        if indexes is None:
+            if spilled:
+                stored.absorb(spilled)  # clean now: the server's blocks, by number
+            else:
+                spilled.clear()  # arrays emptied by page() go too
+        else:
+            for index, number in whole:
+                del spilled[index]
+                stored[index] = number
+        cache.spill_at = len(dirty) + SPILL_PAGES
+        if sent:
             self._own_write(fileid)
         return unstable
 

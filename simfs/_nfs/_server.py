@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import errno
 import stat as stat_mod
-from collections.abc import MutableMapping, Sequence
+from array import array
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeAlias, cast
 
 from .._engine._clock import VirtualClock
 from .._errors import simulated_oserror
+from ._delegations import Delegations
 from ._fsstat import BLOCK, FAST_SYMLINK_MAX, FsStat, fsstat
 from ._store import NumberMap
 
@@ -208,10 +210,9 @@ class Inode:
                 blocks[index] = piece  # type: ignore[assignment]  # bytes in memory
             return
         if indexes:
-            number = self.blockstore.put(pieces, what or f"fileid {self.fileid}")
-            for index in indexes:
+            numbers = self.blockstore.put(pieces, what or f"fileid {self.fileid}")
+            for index, number in zip(indexes, numbers, strict=True):
                 blocks[index] = number
-                number += 1
 
     def truncate(self, size: int) -> None:
         """Cut or extend to ``size``: blocks past it go, the last one's tail
@@ -251,6 +252,17 @@ class Server:
         # disk's descriptors); an unlinked inode with some stays, nameless.
         self.open_refs: dict[int, int] = {}
         self._orphans: dict[int, Inode] = {}
+        # NFSv4.x read delegations (simfs/_nfs/_delegations.py).
+        self.delegations = Delegations()
+        if store is not None:
+            store.hold(self)
+
+    def block_numbers(self) -> Iterator[Iterable[int]]:
+        """The store numbers every file's block map holds (``BlockStore.collect``)."""
+        for inode in self.inodes.values():
+            blocks = inode.blocks
+            if isinstance(blocks, NumberMap):
+                yield from blocks.arrays()
 
     # -- bookkeeping -------------------------------------------------------
 
@@ -511,12 +523,13 @@ class Server:
         return inode.attrs()
 
     def write_pieces(self, fileid: int, offset: int,
-                     pieces: Sequence[bytes | bytearray | memoryview | int],
+                     pieces: Sequence[bytes | bytearray | memoryview | int | array[int]],
                      what: str = "") -> Attrs:
         """One WRITE of the contiguous ``pieces`` from ``offset`` (a client's
         run of dirty pages), without joining them into one buffer first.  A
         piece that is an ``int`` is a whole page the client already wrote to
-        the store (its number there); with a store, the WRITE lands whole
+        the store (its number there), an ``array`` of them whole pages one
+        after another; with a store, the WRITE lands whole
         or, when the store fails, not at all (``what``: the file's name for
         the store's error)."""
         inode = self._live(fileid)
@@ -528,7 +541,7 @@ class Server:
             return inode.attrs()
         blocks = inode.blocks
         for piece in pieces:
-            assert not isinstance(piece, int)  # numbers only come with a store
+            assert not isinstance(piece, int | array)  # numbers only come with a store
             if type(piece) is bytes and len(piece) == BLOCK and not offset % BLOCK \
                     and inode.kind == FILE:
                 blocks[offset // BLOCK] = piece  # a frozen page: kept, not copied
@@ -543,23 +556,31 @@ class Server:
 
     @staticmethod
     def _write_stored(inode: Inode, offset: int,
-                      pieces: Sequence[bytes | bytearray | memoryview | int], what: str) -> None:
+                      pieces: Sequence[bytes | bytearray | memoryview | int | array[int]],
+                      what: str) -> None:
         """``write_pieces`` with a store: every new block written, then the map."""
-        stored: dict[int, int] = {}
+        stored: list[tuple[int, array[int]]] = []
         indexes: list[int] = []
         merged: list[bytes | bytearray | memoryview] = []
         for piece in pieces:
-            if type(piece) is int:
-                stored[offset // BLOCK] = piece
+            if type(piece) is int:  # a whole page already in the store
+                stored.append((offset // BLOCK, array("q", (piece,))))
                 offset += BLOCK
+                continue
+            if type(piece) is array:  # whole pages, one after another
+                stored.append((offset // BLOCK, piece))
+                offset += BLOCK * len(piece)
                 continue
             view = memoryview(piece).cast("B")  # type: ignore[arg-type]
             more, blocks = inode.merged(offset, view)
             indexes += more
             merged += blocks
             offset += len(view)
-        inode.commit(indexes, merged, what)
-        inode.blocks.update(stored)
+        inode.commit(indexes, merged, what)  # the one part that can fail: first
+        numbers = inode.blocks
+        assert isinstance(numbers, NumberMap)  # a store's file maps numbers
+        for first, run in stored:
+            numbers.set_run(first, run)
         if offset > inode.size:
             inode.size = offset
 

@@ -120,11 +120,15 @@ class FileCalls(PathWalk, DescriptorReads[OpenFile]):
                 raise simulated_oserror(errno.EISDIR)
         elif flags & os.O_DIRECTORY:
             raise simulated_oserror(errno.ENOTDIR)
+        if writable and not created and not attrs.is_dir and client.kernel.read_delegations:
+            # NFSv4.x: an OPEN for write recalls other hosts' read delegations,
+            # answered NFS4ERR_DELAY until they are back (simfs/_nfs/_delegations.py).
+            client.recall(attrs.fileid, delay=True, opening=True)
         if flags & os.O_TRUNC and writable and not created:
             client.setattr(attrs.fileid, size=0)
         dentry = None if not components or walk.name is None else (walk.attrs.fileid, walk.name)
         pin = client.open_file(attrs, created=created, writable=writable, label=shown,
-                               dentry=dentry)
+                               dentry=dentry, readable=readable)
         open_file = OpenFile(attrs.fileid, shown, readable=readable, writable=writable,
                              append=bool(flags & os.O_APPEND),
                              sync=(bool(flags & (os.O_SYNC | os.O_DSYNC)) or client.options.noac

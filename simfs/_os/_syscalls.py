@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .._engine._clock import NS_PER_S, seconds_to_ns
 from .._errors import SimulationEscape, errno_name, simulated_oserror
 from .._nfs import _client as nfs
+from .._nfs._delegations import RecallDelay
 from .._nfs._server import EXPORT_DEV, Attrs
 from ._dircalls import DirectoryCalls
 from ._dirent import stat_result, statvfs_result
@@ -141,6 +142,8 @@ class Syscalls(FileCalls, DirectoryCalls):
         self._mount_ref: Syscalls | None = None if local is None else self
         writeback = client.writeback
         self._writebacks = None if writeback is None else writeback.queue
+        # World(store=)'s block store, whose free blocks are found between calls.
+        self._store = client.server.store
 
     # -- the shape of every call ---------------------------------------------
 
@@ -167,12 +170,22 @@ class Syscalls(FileCalls, DirectoryCalls):
             if (writebacks is not None and writebacks.next_ns is not None
                     and writebacks.next_ns <= self._clock.now_ns):
                 writebacks.run_due(self._clock.now_ns)
+            store = self._store
+            if store is not None and store.collect_due:
+                store.collect()  # no call is half done here (BlockStore.collect)
             record = client.begin_call()
             try:
                 faults = self._world._faults
                 if faults is not None:
                     self._inject(faults.for_call(op, self._host.name, shown, self._clock.now))
-                result = effect()
+                while True:
+                    try:
+                        result = effect()
+                        break
+                    except RecallDelay as delay:
+                        # NFS4ERR_DELAY while another host's read delegation is
+                        # recalled: nfs4_delay sleeps, then the call goes again.
+                        self._scheduler.sleep_running(process, delay.wait_ns)
             except OSError as error:
                 if error.filename is None and path is not None:
                     error.filename = os.fspath(path)  # type: ignore[call-overload]

@@ -16,11 +16,13 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 from .._engine._scheduler import current_process
+from .._errors import SimfsError
 from ._registry import outside_world
 
 # Kept after a module's first load: a module may be loaded again, as a fresh
@@ -31,6 +33,40 @@ from ._registry import outside_world
 # load too.
 _routes: dict[str, list[Callable[[ModuleType], None]]] = {}
 
+# Routes that could not be installed, by module name: what to tell the user.
+# A library whose internals moved in a version simfs has not met would do its
+# native file I/O on the real machine inside a world, so worlds refuse to run
+# while it is loaded (``refuse_unrouted``) rather than let that happen quietly.
+_broken: dict[str, str] = {}
+
+
+def _route(route: Callable[[ModuleType], None], module: ModuleType) -> None:
+    """Run one route on a freshly loaded module; a route that fails is reported, loudly."""
+    try:
+        route(module)
+    except Exception as error:
+        top = module.__name__.partition(".")[0]
+        version = getattr(sys.modules.get(top), "__version__", None)
+        message = (
+            f"simfs could not route {module.__name__}"
+            f"{f' ({top} {version})' if isinstance(version, str) else ''}: its route "
+            f"{route.__qualname__} failed with {type(error).__name__}: {error}. This "
+            "version's entry points are not the ones simfs was written against, so inside "
+            "a world its native file I/O would reach the real machine; simulated worlds "
+            "refuse to run while it is loaded (docs/libraries.md lists the versions "
+            "tested)")
+        _broken[module.__name__] = message
+        if current_process() is not None:
+            raise SimfsError(message) from error
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
+
+
+def refuse_unrouted() -> None:
+    """Raise if a loaded library's route failed to install (``World.run`` asks)."""
+    loaded = [message for name, message in sorted(_broken.items()) if name in sys.modules]
+    if loaded:
+        raise SimfsError("\n".join(loaded))
+
 
 def when_imported(name: str, route: Callable[[ModuleType], None]) -> None:
     """Call ``route(module)`` now if ``name`` is loaded, and right after every later load."""
@@ -40,7 +76,7 @@ def when_imported(name: str, route: Callable[[ModuleType], None]) -> None:
     module = sys.modules.get(name)
     if module is not None:
         with outside_world():
-            route(module)
+            _route(route, module)
 
 
 class _RouteAfterImport(importlib.abc.MetaPathFinder):
@@ -81,11 +117,11 @@ class _RoutingLoader(importlib.abc.Loader):
             # process's: a real deadlock (measured: torch first imported
             # inside a process hung; issue 30).  A route makes no I/O.
             for route in routes:
-                route(module)
+                _route(route, module)
             return
         with outside_world():
             for route in routes:
-                route(module)
+                _route(route, module)
 
 
 _finder = _RouteAfterImport()

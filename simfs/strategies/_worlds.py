@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any, Final
 
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
@@ -205,7 +205,8 @@ def _modules_of(test: Callable[..., Any]) -> tuple[ModuleType, ...]:
 def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] | None = None,
             seeds: SearchStrategy[int] | None = None, max_deviations: int = DEFAULT_MAX_DEVIATIONS,
             export: str = "/shared", setup: Setup | None = None, max_examples: int = 100,
-            hypothesis_settings: settings | None = None) -> Callable[[Test], Test]:
+            hypothesis_settings: settings | None = None,
+            explain: bool = False) -> Callable[[Test], Test]:
     """Run a test body under Hypothesis over schedules, faults, mounts and seeds.
 
     The decorated test takes a ``world`` argument: a fresh world per
@@ -233,11 +234,22 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
         hypothesis_settings: other Hypothesis settings (a database, phases,
             derandomize); the deadline is always off, because a simulated
             run's wall time says nothing about the code under test.
+        explain: also run Hypothesis's explain phase, which adds to its
+            report the lines that only failing examples ran.  Off by
+            default, whatever ``hypothesis_settings`` says: once a failure
+            is found, that phase traces every line of every shrinking
+            example, simulated processes and simfs included, which made the
+            README's search 2.6-3.6x slower for the same examples found and
+            shrunk (``bench/explore_identity.py``), and simfs's own report
+            already names the failing process, its call and its path.
 
     Raises:
         TypeError: a malformed ``hosts``, a ``setup`` that is not callable,
-            or (when decorating) a test without a ``world`` argument.
+            or (when decorating) a test without a ``world`` argument, or an
+            ``explain`` that is not a bool.
     """
+    if not isinstance(explain, bool):
+        raise TypeError(f"explore(explain={explain!r}): explain must be True or False")
     strategy = worlds(hosts, faults=faults, seeds=seeds, max_deviations=max_deviations,
                       export=export, setup=setup)
     built_hosts = list(hosts) if hosts is not None else ["a", "b"]
@@ -274,6 +286,7 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
             run_on(world, args, kwargs)
 
         parent = hypothesis_settings if hypothesis_settings is not None else settings()
+        phases = tuple(phase for phase in parent.phases if explain or phase is not Phase.explain)
         searched_by_seed: dict[int | None, Callable[..., None]] = {}
 
         def searched_with(seed: int | None) -> Callable[..., None]:
@@ -283,7 +296,7 @@ def explore(hosts: HostSpec | None = None, *, faults: SearchStrategy[FaultPlan] 
                     hosts, faults=faults, seeds=st.just(seed), max_deviations=max_deviations,
                     export=export, setup=setup)
                 searched_by_seed[seed] = settings(
-                    parent, max_examples=max_examples, deadline=None,
+                    parent, max_examples=max_examples, deadline=None, phases=phases,
                     suppress_health_check=[*parent.suppress_health_check, HealthCheck.too_slow,
                                            HealthCheck.function_scoped_fixture])(
                     given(world=drawn)(example))

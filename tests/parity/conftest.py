@@ -42,6 +42,16 @@ MOUNTS = {
     "pos": "vers=3,acdirmin=3,acdirmax=3,lookupcache=positive",
     "grow": "vers=3,acdirmin=3,acdirmax=12",
 }
+# The lock modes (docs/nfs-facts.md, "Lock modes"): mode -> its option, and
+# per mode two hosts, the holder's (1) and another (2); ``a`` and ``b`` are
+# the default mode's (local_lock=none).  NFSv3 only: a v4 mount clears these
+# options (nfs_fs_context_validate) and simfs refuses them there, so the
+# hosts are not in MOUNTS, which a v4.1 pass remounts over v4.1; .ci/run's
+# VM_HOSTS mounts them for the v3 pass.
+LOCK_MODES = {"nolock": "nolock", "lflock": "local_lock=flock",
+              "lposix": "local_lock=posix", "lall": "local_lock=all"}
+LOCK_MOUNTS = {f"{mode}{n}": f"vers=3,{option}" for mode, option in LOCK_MODES.items()
+               for n in (1, 2)}
 # The NFS version of the real tier's mounts: 3 unless the VM mounted v4.1.
 REAL_VERS = os.environ.get("PARITY_NFS_VERS", "3")
 
@@ -90,8 +100,44 @@ class Cluster:
             return mountstats(mount_point).get("GETATTR", 0)
         return real_count
 
+    def delay_counter(self, host: str) -> Callable[[], int]:
+        """A function, callable inside a process on ``host``, counting the
+        calls its client was refused with NFS4ERR_DELAY and retried (the
+        ``delay`` event of /proc/self/mountstats; the model's trace records
+        each refused attempt as ``NFS4ERR_DELAY``)."""
+        if self.backend == "sim":
+            def sim_count() -> int:
+                from simfs import current_process
+
+                process = current_process()
+                assert process is not None
+                return int(process.host.rpc_counts()["NFS4ERR_DELAY"])
+            return sim_count
+        mount_point = self._mounts[host]
+
+        def real_count() -> int:
+            return mountstats_delay(mount_point)
+        return real_count
+
     def close(self) -> None:
         self._session.close()
+
+
+# The events line of /proc/self/mountstats counts NFSIOS_DELAY 25th
+# (fs/nfs/iostat.h, nfs_stat_eventcounters: ... shortreads, shortwrites, delay).
+_DELAY_EVENT = 24
+
+
+def mountstats_delay(mount_point: str) -> int:
+    """The ``delay`` event count of the NFS mount at ``mount_point``."""
+    inside = False
+    with open("/proc/self/mountstats", encoding="utf-8") as handle:
+        for line in handle:
+            if line.startswith("device "):
+                inside = f" mounted on {mount_point} " in line
+            elif inside and line.strip().startswith("events:"):
+                return int(line.split()[1 + _DELAY_EVENT])
+    raise LookupError(f"no events line for {mount_point} in /proc/self/mountstats")
 
 
 def _real_backend() -> Any:
@@ -100,16 +146,13 @@ def _real_backend() -> Any:
     return RealBackend.from_environment()
 
 
-@pytest.fixture(params=[*(f"sim-{release}" for release in KERNELS),
-                        *(f"sim-{release}-v{vers}" for (release, vers) in V4_KERNELS
-                          if vers == "4.1"),
-                        pytest.param("real", marks=pytest.mark.real)])
-def cluster(request: pytest.FixtureRequest) -> Any:
-    if request.param.startswith("sim-"):
+def _cluster(param: str, hosts: Callable[[str], dict[str, str]]) -> Cluster:
+    """The cluster of one fixture parameter, its hosts ``hosts(vers)``."""
+    if param.startswith("sim-"):
         from scenarios._sim import SimBackend
 
         backend = SimBackend()
-        release, _, vers = request.param.removeprefix("sim-").partition("-v")
+        release, _, vers = param.removeprefix("sim-").partition("-v")
         vers = vers or "3"
         kernel = KERNELS[release] if vers == "3" else V4_KERNELS[release, vers]
     else:
@@ -120,7 +163,33 @@ def cluster(request: pytest.FixtureRequest) -> Any:
         # The client under test is this machine's kernel (the VM's guest).
         vers = REAL_VERS
         kernel = running_kernel_profile(os.uname().release, vers)
-    cluster = Cluster(backend, mounts(vers), kernel)
+    return Cluster(backend, hosts(vers), kernel)
+
+
+@pytest.fixture(params=[*(f"sim-{release}" for release in KERNELS),
+                        *(f"sim-{release}-v{vers}" for (release, vers) in V4_KERNELS
+                          if vers == "4.1"),
+                        pytest.param("real", marks=pytest.mark.real)])
+def cluster(request: pytest.FixtureRequest) -> Any:
+    cluster = _cluster(request.param, mounts)
+    yield cluster
+    cluster.close()
+
+
+def lock_mounts(vers: str) -> dict[str, str]:
+    """The hosts of the lock-mode tests: ``a`` and ``b`` and LOCK_MOUNTS (NFSv3)."""
+    assert vers == "3", vers  # lock_cluster has no v4 parameter
+    return {"a": MOUNTS["a"], "b": MOUNTS["b"], **LOCK_MOUNTS}
+
+
+@pytest.fixture(params=[*(f"sim-{release}" for release in KERNELS),
+                        *([pytest.param("real", marks=pytest.mark.real)]
+                          if REAL_VERS == "3" else [])])
+def lock_cluster(request: pytest.FixtureRequest) -> Any:
+    """``cluster`` with the lock-mode hosts, over NFSv3 only: a v4 mount clears
+    ``nolock`` and ``local_lock`` (docs/nfs-facts.md, "Lock modes"), so there
+    is no v4.1 parameter, and a real tier run over v4.1 has none either."""
+    cluster = _cluster(request.param, lock_mounts)
     yield cluster
     cluster.close()
 

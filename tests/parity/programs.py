@@ -808,3 +808,76 @@ def pread_rw_then_reopen(root: str, relative: str, looks: tuple[float, ...], clo
         with open(path, "rb") as handle:
             seen.append(handle.read(16))
     return seen
+
+
+# -- lock modes (nolock, local_lock=) -------------------------------------------------
+
+
+def _exclusive(fd: int, call: str, blocking: bool) -> None:
+    """An exclusive whole-file lock by ``flock`` or ``lockf`` (fcntl's F_SETLK)."""
+    import fcntl
+
+    flags = fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)
+    (fcntl.flock if call == "flock" else fcntl.lockf)(fd, flags)
+
+
+def hold_locks(root: str, relative: str, plan: list[tuple[str, str]], seconds: float) -> None:
+    """Lock each (file, "flock" or "lockf") of the plan, hold them all, close them."""
+    fds = []
+    try:
+        for name, call in plan:
+            fd = os.open(Path(root) / relative / name, os.O_RDWR | os.O_CREAT, 0o644)
+            fds.append(fd)
+            _exclusive(fd, call, blocking=True)
+        time.sleep(seconds)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def try_locks(root: str, relative: str, plan: list[tuple[str, str]], at: float) -> list[str]:
+    """At ``at`` s, try each (file, call) once without blocking: "granted" or "refused"."""
+    time.sleep(at)
+    answers = []
+    for name, call in plan:
+        fd = os.open(Path(root) / relative / name, os.O_RDWR)
+        try:
+            _exclusive(fd, call, blocking=False)
+            answers.append("granted")
+        except OSError as error:
+            # F_SETLK and LOCK_NB refuse with EAGAIN (EACCES is POSIX's other word).
+            if error.errno not in (errno.EAGAIN, errno.EACCES):
+                raise
+            answers.append("refused")
+        finally:
+            os.close(fd)
+    return answers
+
+
+# -- NFSv4.1 read delegations ---------------------------------------------------------
+
+
+def read_and_hold(root: str, relative: str, at: float, seconds: float) -> None:
+    """At ``at`` s open the file read-only and read it, hold it ``seconds``, close."""
+    time.sleep(at)
+    fd = os.open(Path(root) / relative, os.O_RDONLY)
+    try:
+        os.read(fd, 100)
+        time.sleep(seconds)
+    finally:
+        os.close(fd)
+
+
+def timed_write_opens(root: str, relative: str, names: list[str], at: float,
+                      delays: Callable[[], int]) -> list[tuple[float, int]]:
+    """From ``at`` s, open each file for write and close it, 0.5 s apart: the
+    seconds each open took and the NFS4ERR_DELAY retries it counted."""
+    time.sleep(at)
+    answers = []
+    for name in names:
+        before = delays()
+        started = time.monotonic()
+        os.close(os.open(Path(root) / relative / name, os.O_WRONLY))
+        answers.append((time.monotonic() - started, delays() - before))
+        time.sleep(0.5)
+    return answers

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from simfs._pytest_plugin import seed_for
 
 FIXTURE_TESTS = """
@@ -163,6 +165,31 @@ def test_explore_finds_the_stale_marker_and_its_token_replays_the_same_world_onc
     assert re.findall(r"RAN (\S+) (\[.*\])", replayed.stdout.str()) == [ran[-1]]
     assert "Falsifying example" not in replayed.stdout.str()
     assert _replay_token(replayed.stdout.str()) == token
+
+
+@pytest.mark.parametrize("explain", [False, True])
+def test_explore_runs_hypothesis_explain_phase_only_when_asked(pytester, explain):
+    # The phase traces every line of every shrinking example (sys.settrace,
+    # sys.monitoring on 3.12+): off by default, it costs the README's search
+    # 2.6-3.6x its time; its mark in the report is the "Explanation" block.
+    # Derandomized: which lines the phase reports depends on the passing
+    # examples seen before the failure, so a random search sometimes has none.
+    asked = ", explain=True" if explain else ""
+    settled = "hypothesis_settings=settings(derandomize=True, database=None)"
+    source = EXPLORED_TEST.replace("from simfs.strategies import",
+                                   "from hypothesis import settings\nfrom simfs.strategies import")
+    pytester.makepyfile(test_explored=source.replace("max_examples=20",
+                                                     f"max_examples=20, {settled}{asked}"))
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    assert ("These lines were always and only run by failing" in result.stdout.str()) is explain
+
+
+def test_explore_refuses_an_explain_that_is_not_a_bool():
+    from simfs.strategies import explore
+
+    with pytest.raises(TypeError, match=r"explain='yes'.*True or False"):
+        explore(explain="yes")
 
 
 def test_a_damaged_replay_token_is_a_usage_error_naming_it(pytester):

@@ -120,7 +120,10 @@ def test_fidelity_flags_a_filesystem_without_nfs_caching(tmp_path):
     for host in ("trainer", "consumer"):
         mounts[host] = str(tmp_path)
     local = RealBackend(mounts, verify_nfs=False)
-    params = Handshake.resolve_params({"min_delay": "0.2", "max_delay": "0.3"}, trials=1)
+    # Polls 0.5 s apart: "prompt" is a median delay within two polls (1 s), so a
+    # loaded machine's scheduling delays do not make the local disk "stall".
+    params = Handshake.resolve_params({"min_delay": "0.2", "max_delay": "0.3", "poll": "0.5"},
+                                      trials=1)
     table, flags = run_fidelity(Handshake(), SimBackend(), local, 0, params, lambda m: None)
     stalled = [flag for flag in flags if flag.startswith("exists/")]
     assert len(stalled) == 4 and all("outcome stall vs prompt" in f for f in stalled)

@@ -21,7 +21,7 @@ import pytest
 import safetensors
 import safetensors.numpy
 
-from simfs import SimulationEscape, World
+from simfs import SimulationEscape, World, native_guard
 
 from .helpers import run_apart
 
@@ -57,7 +57,14 @@ def test_native_code_writing_a_relative_path_fails_the_run_and_no_real_file_rema
         return "saved"
 
     error = _run_refused(save)
-    assert "'model.safetensors'" in str(error) and "real working directory" in str(error)
+    if native_guard().startswith("on"):
+        # The guard (on by default) refuses the writer's open (of its temporary
+        # file beside the target, in the real cwd: the sentinel) before it acts.
+        assert "native code called openat('" in str(error)
+        assert "/simfs-cwd-" in str(error) and "on the real machine" in str(error)
+    else:
+        # Without it, the sentinel cwd catches the file after the fact.
+        assert "'model.safetensors'" in str(error) and "real working directory" in str(error)
     assert list(real_cwd.iterdir()) == []
 
 
@@ -171,8 +178,33 @@ def test_a_foreign_function_resolved_before_the_run_is_caught_by_the_sentinel_cw
     creat = ctypes.CDLL(None).creat
 
     error = _run_refused(creat, b"made-by-libc", 0o644)
-    assert "native code created ['made-by-libc']" in str(error)
+    if native_guard().startswith("on"):
+        assert "native code called creat(" in str(error) and "made-by-libc'" in str(error)
+    else:
+        assert "native code created ['made-by-libc']" in str(error)
     assert list(real_cwd.iterdir()) == []
+
+
+_SENTINEL_ONLY = """
+import ctypes, os, simfs
+creat = ctypes.CDLL(None).creat   # resolved outside the world: no audit event for the call
+w = simfs.World()
+w.spawn(w.host("gpu7"), creat, b"made-by-libc", 0o644, name="trainer")
+try:
+    w.run()
+except simfs.SimulationEscape as error:
+    print(simfs.native_guard()[:4], error)
+print(sorted(os.listdir(".")))
+"""
+
+
+def test_with_the_guard_off_the_sentinel_cwd_still_catches_a_native_relative_write(tmp_path):
+    done = run_apart(_SENTINEL_ONLY, cwd=tmp_path,
+                     env=dict(os.environ, SIMFS_NATIVE_GUARD="0"))
+    assert done.returncode == 0, done.stderr
+    escape, listing = done.stdout.splitlines()
+    assert escape.startswith("off:") and "native code created ['made-by-libc']" in escape
+    assert listing == "[]"
 
 
 def test_mmap_of_a_real_descriptor_is_refused(tmp_path):

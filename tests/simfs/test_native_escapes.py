@@ -19,6 +19,8 @@ import pytest
 
 from simfs._patch._guards import _native_guard
 
+from .helpers import run_apart
+
 _SUPPORTED = sys.platform == "linux" and platform.machine() in ("x86_64", "aarch64")
 
 _PROGRAM = """
@@ -64,11 +66,12 @@ for case in sys.argv[2:]:
     host = world.host("a")
     process = world.spawn(host, globals()[case])
     try:
-        world.run()   # the first run turns the guard on (SIMFS_NATIVE_GUARD=1)
+        world.run()   # the first world turns the guard on (unless SIMFS_NATIVE_GUARD=0)
         report["result"] = process.result()
     except simfs.SimulationEscape as error:
         report["escape"] = str(error)
     report["status"] = simfs.native_guard()
+    report["baton"] = type(world._scheduler).__name__
     report["exists"] = os.path.exists(target)
     report["digest"] = world.trace.digest()
 print(json.dumps(reports))
@@ -78,12 +81,11 @@ print(json.dumps(reports))
 _CASES = ["native_write", "in_a_thread", "fresh_import", "announced_write", "routed"]
 
 
-def _run_all(directory: str, *, guard: bool) -> dict[str, dict[str, object]]:
+def _run_all(directory: str, *, guard: bool, baton: str = "greenlet"
+             ) -> dict[str, dict[str, object]]:
     """Every case, each in its own world, in one fresh interpreter."""
-    env = dict(os.environ)
-    env.pop("SIMFS_NATIVE_GUARD", None)
-    if guard:
-        env["SIMFS_NATIVE_GUARD"] = "1"
+    env = dict(os.environ, SIMFS_BATON=baton)
+    env["SIMFS_NATIVE_GUARD"] = "1" if guard else "0"
     out = subprocess.run([sys.executable, "-c", _PROGRAM, directory, *_CASES], env=env,
                          capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr
@@ -91,9 +93,11 @@ def _run_all(directory: str, *, guard: bool) -> dict[str, dict[str, object]]:
     return reports
 
 
-@pytest.fixture(scope="module")
-def guarded(tmp_path_factory):
-    return _run_all(str(tmp_path_factory.mktemp("guarded")), guard=True)
+# Both batons: the thread baton's processes are OS threads the spawner starts;
+# the greenlet baton runs them all on one engine thread it starts.
+@pytest.fixture(scope="module", params=["greenlet", "thread"])
+def guarded(tmp_path_factory, request):
+    return _run_all(str(tmp_path_factory.mktemp("guarded")), guard=True, baton=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +113,15 @@ def test_a_native_open_for_writing_fails_the_run_naming_process_host_and_path(gu
     assert "process 'native_write' on host 'a'" in escape
     assert "openat(" in escape and "/native_write'" in escape
     assert report["exists"] is False
+
+
+@pytest.mark.skipif(not _SUPPORTED, reason="the guard is wired for Linux x86_64/aarch64")
+def test_the_guard_keeps_the_baton_it_is_given(guarded, request):
+    # The greenlet baton (the default) stays on under the guard: its engine
+    # thread is filtered, and the refusals above name the process all the same.
+    asked = request.node.callspec.params["guarded"]
+    expected = {"greenlet": "GreenletScheduler", "thread": "Scheduler"}[asked]
+    assert {report["baton"] for report in guarded.values()} == {expected}
 
 
 def test_without_the_guard_the_same_native_open_reaches_the_real_disk(unguarded):
@@ -150,3 +163,23 @@ def test_another_architecture_is_refused_with_the_machine_named(monkeypatch):
     monkeypatch.setattr(platform, "machine", lambda: "riscv64")
     why = _native_guard._install()
     assert why is not None and "riscv64" in why and "x86_64 and aarch64" in why
+
+
+_STATUS = "import simfs; w = simfs.World(); print(simfs.native_guard())"
+
+
+@pytest.mark.skipif(not _SUPPORTED, reason="the guard is wired for Linux x86_64/aarch64")
+def test_the_guard_is_on_by_default_and_off_only_when_asked():
+    env = {name: value for name, value in os.environ.items() if name != "SIMFS_NATIVE_GUARD"}
+    default = run_apart(_STATUS, env=env)
+    off = run_apart(_STATUS, env=env | {"SIMFS_NATIVE_GUARD": "0"})
+    assert default.returncode == off.returncode == 0, default.stderr + off.stderr
+    assert default.stdout.startswith("on: "), default.stdout
+    assert off.stdout.startswith("off: SIMFS_NATIVE_GUARD=0"), off.stdout
+
+
+def test_a_guard_setting_other_than_0_or_1_is_refused_naming_it():
+    env = dict(os.environ, SIMFS_NATIVE_GUARD="yes")
+    done = run_apart(_STATUS, env=env)
+    assert done.returncode != 0
+    assert "SIMFS_NATIVE_GUARD='yes': use 1" in done.stderr

@@ -73,7 +73,7 @@ for case in sys.argv[3:]:
     world = simfs.World(seed=7, **({} if case == "routed" else {"export": export}))
     process = world.spawn(world.host("a"), globals()[case])
     try:
-        world.run()   # the first run turns the guard on (SIMFS_NATIVE_GUARD=1)
+        world.run()   # the first world turns the guard on (unless SIMFS_NATIVE_GUARD=0)
         report["result"] = process.result()
     except simfs.SimulationEscape as error:
         report["escape"] = str(error)
@@ -88,15 +88,13 @@ _CASES = ["native_read", "native_access", "held_gil_write_under_the_mount",
           "held_gil_write_elsewhere", "routed"]
 
 
-def _run(tmp_path, *, guard: bool) -> dict[str, dict[str, object]]:
+def _run(tmp_path, *, guard: bool, baton: str = "greenlet") -> dict[str, dict[str, object]]:
     export, outside = tmp_path / "shared", tmp_path / "outside"
     export.mkdir()
     outside.mkdir()
     (export / "real.txt").write_text("REAL")  # a real file where the export is mounted
-    env = dict(os.environ)
-    env.pop("SIMFS_NATIVE_GUARD", None)
-    if guard:
-        env["SIMFS_NATIVE_GUARD"] = "1"
+    env = dict(os.environ, SIMFS_BATON=baton)
+    env["SIMFS_NATIVE_GUARD"] = "1" if guard else "0"
     # The same cases in the same order either way: the digests are compared.
     # A guard that waited for the GIL would hang here: the timeout fails the test instead.
     out = subprocess.run([sys.executable, "-c", _PROGRAM, str(export), str(outside), *_CASES],
@@ -106,9 +104,11 @@ def _run(tmp_path, *, guard: bool) -> dict[str, dict[str, object]]:
     return reports
 
 
-@pytest.fixture(scope="module")
-def guarded(tmp_path_factory):
-    return _run(tmp_path_factory.mktemp("guarded"), guard=True)
+# Both batons: the thread baton's processes are OS threads the spawner starts;
+# the greenlet baton runs them all on one engine thread it starts.
+@pytest.fixture(scope="module", params=["greenlet", "thread"])
+def guarded(tmp_path_factory, request):
+    return _run(tmp_path_factory.mktemp("guarded"), guard=True, baton=request.param)
 
 
 @pytest.fixture(scope="module")

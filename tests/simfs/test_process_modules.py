@@ -302,6 +302,55 @@ def test_a_script_function_runs_in_the_script_copy_imported_as_mp_main(tmp_path)
     assert done.stdout.strip() == "[['x'], ['y']] []"
 
 
+def test_a_script_is_compiled_once_for_all_its_processes_and_each_runs_its_own_body(tmp_path):
+    # A script has no .pyc: its copy for each process was compiled again
+    # (half the cost of a small world).  CPython raises the "compile" audit
+    # event for each compile of its source.
+    script = tmp_path / "pods.py"
+    script.write_text(textwrap.dedent("""
+        import sys
+        import simfs
+        body_runs = []
+        body_runs.append(1)
+
+        def pod():
+            return len(body_runs)
+
+        if __name__ == "__main__":
+            compiles = []
+            sys.addaudithook(lambda event, args: compiles.append(args[1])
+                             if event == "compile" and args[1] == __file__ else None)
+            w = simfs.World(seed=1)
+            ps = [w.spawn(w.host(h), pod) for h in "abc"]
+            w.run()
+            print([p.result() for p in ps], len(compiles))
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[1, 1, 1] 1"
+
+
+def test_a_script_read_from_stdin_runs_its_function_as_one_from_python_c_does():
+    # '<stdin>' is no file to import again as __mp_main__: its objects are
+    # the test's own, shared, as for ``python -c`` (it failed with an ImportError).
+    script = textwrap.dedent("""
+        import simfs
+
+        def pod():
+            return 5
+
+        w = simfs.World(seed=1)
+        p = w.spawn(w.host("a"), pod)
+        w.run()
+        print(p.result())
+    """)
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "5"
+
+
 def test_a_script_that_builds_its_world_unguarded_is_told_why_its_process_fails(tmp_path):
     # The process imports its own copy of the script (as multiprocessing's
     # spawn does), which runs the top level again: a world inside a process.

@@ -1,6 +1,7 @@
 """Scheduling: one process at a time, virtual time, choices, determinism, loud stalls."""
 
 import _thread
+import gc
 import os
 import random
 import time
@@ -155,9 +156,20 @@ def test_a_simulated_call_working_longer_than_the_step_timeout_is_not_reported(m
         return real_write_data(*args, **kwargs)
 
     monkeypatch.setattr(PageCacheOps, "write_data", slow_write_data)
-    world = World(step_timeout=0.1)
+    # Only the call's own work may take real time here: no import of the
+    # process's own copy of this module before its first call, and no
+    # collection of a whole test session's garbage (outside a call, either
+    # is "not yielding", and in a full serial run one took over 0.1 s).
+    world = World(step_timeout=0.1, per_process_modules=False)
     writer = world.spawn(world.host("a"), _write_a_block, "/shared/f")
-    world.run()
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        world.run()
+    finally:
+        if collecting:
+            gc.enable()
     assert writer.result() == 4096
 
 

@@ -10,14 +10,16 @@ the store's real write fail.
 
 import errno
 import hashlib
+import mmap
 import os
 import tracemalloc
 
 import pytest
 
 import simfs
+import simfs._nfs._pagecache as pagecache_module
 import simfs._nfs._store as store_module
-from simfs import StoreError, World, posix
+from simfs import FaultPlan, HostCrash, StoreError, World, posix
 
 from .helpers import SPARSE_SIZE, run_alone, two_hosts, write_sparse_then_read_holes
 
@@ -352,3 +354,284 @@ def test_a_full_disk_met_by_a_background_writeback_stops_the_run_too(monkeypatch
     assert world.server.stat("/shared/f").size == 0  # the WRITE landed nothing
     # It landed during the poller's call on the other host, which met the error.
     assert isinstance(world.processes[1].exception(), StoreError)
+
+
+# -- dirty pages in the store, and blocks reused ------------------------------
+#
+# A file's dirty pages go to the store once more than SPILL_PAGES of them
+# hold their bytes in memory, and the blocks nothing refers to are found
+# when the store has grown by _COLLECT_MIN blocks: both made tiny here, so
+# that a short run spills and collects all the time, and compared with the
+# same run without a store (every answer, the trace, the server's bytes).
+
+PAGE = 4096
+
+
+@pytest.fixture
+def tiny_bounds(monkeypatch):
+    spills = []
+    real_spill = pagecache_module.PageCacheOps._spill
+
+    def spill(self, cache):
+        spills.append(len(cache.dirty))
+        real_spill(self, cache)
+
+    monkeypatch.setattr(pagecache_module, "SPILL_PAGES", 3)
+    monkeypatch.setattr(pagecache_module.PageCacheOps, "_spill", spill)
+    monkeypatch.setattr(store_module, "_COLLECT_MIN", 2)
+    return spills
+
+
+def _dirty_churn(path, me, rounds):
+    """Writes that stay dirty: whole and partial pages, overwrites of dirty
+    pages, a write-only descriptor's pages never read, truncates through
+    dirty ranges, an mmap written through, an O_SYNC write, few fsyncs."""
+    fd = posix.open(path, os.O_CREAT | os.O_RDWR, 0o644)
+    blind = posix.open(path, os.O_WRONLY)  # no read-modify-write: pages not up to date
+    # A file this host has not read: pages written in parts stay not up to
+    # date, dirty end to end or not, and reading one writes it back first.
+    old_blind = posix.open(path + ".old", os.O_WRONLY)
+    old_read = posix.open(path + ".old", os.O_RDONLY)
+    seen = []
+    for step in range(rounds):
+        first = (step * 4 + me * 17) % 30
+        for page in range(first, first + 4):
+            os.pwrite(old_blind, b"h" * 100, page * PAGE)
+            os.pwrite(old_blind, bytes([97 + step]) * (PAGE - 100), page * PAGE + 100)
+        os.pwrite(old_blind, b"p" * 10, (first + 5) * PAGE + 100)
+        os.pwrite(old_blind, b"q" * 10, (first + 5) * PAGE + 3000)  # the p's written back
+        seen.append(os.pread(old_read, 3 * PAGE, (first + 3) * PAGE))
+        base = ((step * 5 + me * 3) % 16) * PAGE
+        os.pwrite(fd, _data(PAGE * 6 + 123 * step, salt=step + me), base + (step % 3) * 700)
+        os.pwrite(blind, _data(100, salt=step), base + 2 * PAGE + 50)  # into a dirty page
+        os.pwrite(blind, bytes([65 + step]) * PAGE, base + 3 * PAGE)  # a dirty page again
+        os.pwrite(blind, _data(PAGE - 10, salt=me), base + 9 * PAGE + 10)  # never read
+        if step % 4 == 1:
+            os.ftruncate(fd, base + 4 * PAGE + 1000)  # through the dirty range
+        if step % 5 == 2:
+            posix.fsync(fd)
+        if step == 3:
+            sync = posix.open(path, os.O_WRONLY | os.O_SYNC)
+            os.pwrite(sync, b"s" * 5000, base + 100)
+            posix.close(sync)
+        if step == 4 and os.fstat(fd).st_size >= 3 * PAGE:
+            with mmap.mmap(fd, 3 * PAGE) as mapped:
+                mapped[PAGE - 5:PAGE + 5] = b"M" * 10
+                mapped.flush()
+        seen.append(os.pread(fd, 9000, base))
+        seen.append(os.pread(fd, 3 * PAGE, base + 8 * PAGE))
+        posix.sleep(0.2 * (me + 1))
+    posix.close(blind)
+    posix.close(old_blind)
+    if me:  # the other leaves its dirty pages to the close at its exit
+        posix.close(fd)
+    return seen
+
+
+def _watch(paths, rounds):
+    seen = []
+    for _ in range(rounds):
+        for path in paths:
+            try:
+                fd = posix.open(path, os.O_RDONLY)
+            except FileNotFoundError:
+                seen.append(None)
+                continue
+            seen.append(_digest_fd(fd))
+            posix.close(fd)
+        posix.sleep(0.7)
+    return seen
+
+
+def _digest_fd(fd):
+    digest = hashlib.sha256()
+    while chunk := posix.read(fd, 50_000):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _dirty_then_crash(path):
+    fd = posix.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+    posix.write(fd, _data(20 * PAGE, salt=7))
+    posix.fsync(fd)  # these 20 pages reach the server
+    os.pwrite(fd, b"L" * (12 * PAGE), 4 * PAGE)  # these never do: the host crashes
+    posix.sleep(100.0)
+
+
+def _dirty_run(seed, store):
+    world = World(seed=seed, store=store,
+                  faults=FaultPlan(crashes=(HostCrash(host="c", at=1.5),)))
+    a, b, c = (world.host(name) for name in "abc")
+    world.server.write_bytes("/shared/d.old", _data(40 * PAGE, salt=3))
+    processes = [world.spawn(a, _dirty_churn, "/shared/d", 0, 8),
+                 world.spawn(b, _dirty_churn, "/shared/d", 1, 6),
+                 world.spawn(b, _watch, ["/shared/d", "/shared/lost"], 8)]
+    world.spawn(c, _dirty_then_crash, "/shared/lost")
+    world.run(check=False)
+    results = [p.result() for p in processes]
+    return (results, world.trace.digest(), world.server.read_bytes("/shared/d"),
+            world.server.read_bytes("/shared/lost"), world.server.read_bytes("/shared/d.old"),
+            world)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_dirty_pages_spilled_to_the_store_and_blocks_reused_change_nothing_a_run_shows(
+        seed, tiny_bounds):
+    with_store = _dirty_run(seed, True)
+    assert with_store[:5] == _dirty_run(seed, None)[:5]
+    # The crashed host's unflushed pages are lost, with the store as without.
+    assert with_store[3] == _data(20 * PAGE, salt=7)
+    store = with_store[5]._server_state.store
+    assert tiny_bounds and store.collections and store.reused  # both paths ran
+
+
+def _unflushed(path, mib):
+    block = _data(MIB)
+    fd = posix.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+    for _ in range(mib):
+        posix.write(fd, block)  # no fsync: every page dirty until the close
+    posix.close(fd)
+
+
+def test_a_file_written_without_fsync_holds_a_bounded_number_of_dirty_pages_in_ram():
+    mib = 48
+    world, a, b = two_hosts(store=True)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        run_alone(world, a, _unflushed, "/shared/big", mib)
+        peak = tracemalloc.get_traced_memory()[1] - before
+        digest = run_alone(world, b, _digest, "/shared/big")
+    finally:
+        tracemalloc.stop()
+    # Without spilling, 48 MiB of dirty pages until the close; with it, at
+    # most SPILL_PAGES (16 MiB) of them, and the program's 1 MiB block.
+    assert peak < 24 * MIB
+    assert digest == hashlib.sha256(_data(MIB) * mib).hexdigest()
+
+
+def _rewrite(path, rounds):
+    for step in range(rounds):
+        fd = posix.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
+        posix.write(fd, _data(70_000, salt=step))
+        posix.close(fd)
+
+
+def test_a_file_rewritten_many_times_reuses_the_blocks_its_old_versions_left():
+    world, a, _ = two_hosts(store=True)
+    run_alone(world, a, _rewrite, "/shared/f", 400)
+    store = world._server_state.store
+    # 400 versions of 18 blocks each: 28 MiB without reuse; what is live is
+    # one version (and the writer's cached pages of it, the same blocks).
+    assert store.used <= 2 * MIB
+    assert world.server.read_bytes("/shared/f") == _data(70_000, salt=399)
+
+
+def _reuse_run():
+    world, a, b = two_hosts(store=True)
+    world.spawn(a, _rewrite, "/shared/f", 60)
+    world.spawn(b, _churner, "/shared/x", 1, 5)
+    world.run()
+    return [dict(inode.blocks.numbered()) for inode in world._server_state.inodes.values()
+            if inode.kind == "f"]
+
+
+def test_which_blocks_are_reused_follows_from_the_run_alone(monkeypatch):
+    monkeypatch.setattr(store_module, "_COLLECT_MIN", 4)
+    first = _reuse_run()
+    assert first == _reuse_run()
+    assert max(max(numbers.values(), default=0) for numbers in first) < 60 * 18
+
+
+def _overwrite_then_churn(path):
+    _overwriter(path)
+    for step in range(40):  # blocks freed and reused while the reader's page is stale
+        _write("/shared/g", _data(3 * PAGE, salt=step))
+        posix.sleep(0.01)
+
+
+def test_a_stale_page_keeps_its_block_while_others_are_reused(monkeypatch):
+    # The reader's stale page is a block no server map refers to after the
+    # overwrite: collections must keep it (it is the reader's) while the
+    # writer's churn reuses every other free block, as the stale read with
+    # and without the store shows.
+    monkeypatch.setattr(store_module, "_COLLECT_MIN", 1)
+    runs = []
+    for store in (True, None):
+        world, a, b = two_hosts(store=store)
+        world.server.write_bytes("/shared/f", b"a" * 8192)
+        reader = world.spawn(b, _stale_reader, "/shared/f")
+        world.spawn(a, _overwrite_then_churn, "/shared/f")
+        world.run()
+        runs.append((reader.result(), world.trace.digest()))
+        if store:
+            assert world._server_state.store.reused > 0
+    (first, again, _), _ = runs[0]
+    assert first == again == b"a" * 8192
+    assert runs[0] == runs[1]
+
+
+def _write_in_halves(path):
+    fd = posix.open(path, os.O_WRONLY)  # not readable: no page is read first
+    os.pwrite(fd, b"x" * 100, 0)
+    os.pwrite(fd, b"y" * (PAGE - 100), 100)  # the page is dirty end to end, never read
+    posix.fsync(fd)
+    posix.close(fd)
+    fd = posix.open(path, os.O_RDONLY)
+    data = os.pread(fd, PAGE, 0)
+    posix.close(fd)
+    return data
+
+
+def _halves_run(store):
+    world = World(seed=0, store=store)
+    world.server.write_bytes("/shared/f", b"-" * (3 * PAGE))
+    result = run_alone(world, world.host("a"), _write_in_halves, "/shared/f")
+    return result, [(event.op, event.rpcs) for event in world.trace]
+
+
+def test_a_page_written_whole_in_parts_but_never_read_is_read_again_with_the_store_too():
+    # nfs_write_end marks a page up to date only when one write starts at its
+    # first byte and covers it; written in two parts, it never is, and the
+    # read after the flush sends a READ.  The store kept it as a clean stored
+    # page instead, which a read takes as up to date: no READ.
+    result, events = _halves_run(True)
+    assert result == b"x" * 100 + b"y" * (PAGE - 100)
+    assert events == _halves_run(None)[1]
+    assert any("READ" in rpcs for op, rpcs in events if op == "read")
+
+
+def test_closing_the_world_closes_the_stores_file_and_a_later_read_says_so():
+    world, a, _ = two_hosts(store=True)
+    run_alone(world, a, _write, "/shared/f", b"kept" * 2000)
+    assert world.server.read_bytes("/shared/f") == b"kept" * 2000  # after run(): readable
+    store = world._server_state.store
+    assert store._finalizer.alive  # the descriptor is open until...
+    world.close()
+    assert not store._finalizer.alive  # ...closed: its disk space is back now
+    with pytest.raises(StoreError, match=r"closed \(World\.close\(\)\).*read World\.server "
+                                         r"and run the world before World\.close\(\)"):
+        world.server.read_bytes("/shared/f")
+    world.close()  # twice is fine
+
+
+def test_a_full_disk_met_while_dirty_pages_go_to_the_store_stops_the_run_in_that_write(
+        monkeypatch, tiny_bounds):
+    def write_unflushed(path, caught):
+        fd = posix.open(path, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            posix.write(fd, b"d" * (5 * PAGE))  # past 3 dirty pages: they go to the store
+        except Exception as error:
+            caught.append(error)
+        return "went on"
+
+    world, a, _ = two_hosts(store=True)
+    _failing_disk(monkeypatch, after=0)
+    caught = []
+    world.spawn(a, write_unflushed, "/shared/f", caught)
+    with pytest.raises(StoreError, match=r"writing 12288 bytes of /shared/f failed: "
+                                         r"\[Errno 28\] No space left on device"):
+        world.run()
+    assert [type(error) for error in caught] == [StoreError]  # never a simulated OSError
+    assert world.server.stat("/shared/f").size == 0

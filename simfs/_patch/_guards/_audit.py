@@ -28,7 +28,7 @@ Native I/O of the packages this project builds on (safetensors, blake3,
 numpy) is routed through the simulation by ``_native``; native I/O of any
 other extension is caught by the sentinel working directory of ``_boundary``
 when it uses a relative path.  An absolute path outside the export written by
-unknown native code raises no audit event: only the opt-in seccomp guard
+unknown native code raises no audit event: only the seccomp guard
 (``_native_guard``) catches it.
 
 Reads of code (imports, ``linecache`` for tracebacks, package data under the
