@@ -101,26 +101,27 @@ def test_max_events_must_be_a_positive_int():
             World(max_events=bad)
 
 
-_spin = threading.Event()
-
-
-def _busy_after_a_syscall() -> None:
+def _busy_after_a_syscall(stop: threading.Event) -> None:
     time.sleep(0.1)  # progress just before going quiet: the case once reported late
-    while not _spin.is_set():
+    while not stop.is_set():
         pass
 
 
 def test_a_busy_loop_is_reported_with_the_step_timeout_that_was_applied():
-    _spin.clear()
+    # The flag is an argument, not a module global: a top-level target runs in
+    # the process's own copy of this module, whose global would be another
+    # Event, and the abandoned thread would spin for the rest of the session
+    # (it did: every later test ran several times slower in one interpreter).
+    stop = threading.Event()
     world = World(step_timeout=0.3)
-    world.spawn(world.host("a"), _busy_after_a_syscall, name="spinner")
+    world.spawn(world.host("a"), _busy_after_a_syscall, stop, name="spinner")
     try:
         with pytest.raises(BlockedOutsideSimulation,
                            match=r"'spinner' on host 'a' has not yielded .* for 0.3 s "
                                  r"of real time \(last simulated call: sleep\('0.1s'\)\)"):
             world.run()
     finally:
-        _spin.set()  # let the abandoned thread end
+        stop.set()  # let the abandoned thread end
 
 
 _MEASURE = """\
