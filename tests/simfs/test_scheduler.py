@@ -121,7 +121,9 @@ def test_a_process_blocked_on_something_real_is_reported_not_hung():
         posix.exists("/shared/x")
         real_lock.acquire()
 
-    world = World(step_timeout=0.2)
+    # 1 s, not 0.2: the watchdog also counts the real time before the first
+    # simulated call (a process's import of its own modules, a gc pass).
+    world = World(step_timeout=1.0)
     world.spawn(world.host("h"), waits_for_real, name="stuck")
     with pytest.raises(BlockedOutsideSimulation) as caught:
         world.run()
@@ -183,7 +185,9 @@ def test_a_simulated_call_blocked_on_something_real_is_still_reported(monkeypatc
         real_lock.acquire()
 
     monkeypatch.setattr(PageCacheOps, "write_data", blocked_write_data)
-    world = World(step_timeout=0.2)
+    # 1 s, not 0.2: the watchdog also counts the real time before the first
+    # simulated call (a process's import of its own modules, a gc pass).
+    world = World(step_timeout=1.0)
     world.spawn(world.host("a"), _write_a_block, "/shared/f", name="writer")
     with pytest.raises(BlockedOutsideSimulation) as caught:
         world.run()

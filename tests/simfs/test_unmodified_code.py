@@ -217,7 +217,9 @@ def test_each_escape_is_refused_naming_the_process_and_host(program, named):
 def test_a_real_blocking_wait_is_reported_with_process_host_and_last_call():
     lock = _thread.allocate_lock()
     lock.acquire()
-    w = World(step_timeout=0.2)
+    # 1 s, not 0.2: the watchdog also counts the real time before the first
+    # simulated call (a process's import of its own modules, a gc pass).
+    w = World(step_timeout=1.0)
     w.spawn(w.host("h"), plain.wait_on_a_real_lock, lock, name="waiter")
     with pytest.raises(BlockedOutsideSimulation, match=r"'waiter' on host 'h'.*stat"):
         w.run()
