@@ -181,6 +181,44 @@ def test_atexit_handlers_run_inside_the_process_when_it_ends_and_write_the_expor
     assert run_alone(w, b, lambda: __import__("os").path.exists("/shared/bye")) is True
 
 
+def _handler_reads_what_a_worker_thread_wrote(name, daemon_sleeper):
+    import atexit
+    import os
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    def worker():
+        time.sleep(1)
+        open(f"/shared/{name}", "w").close()
+
+    def report():
+        with open(f"/shared/{name}.seen", "w") as seen:
+            seen.write(str(os.path.exists(f"/shared/{name}")))
+
+    atexit.register(report)
+    threading.Thread(target=worker).start()
+    if daemon_sleeper:  # neither is waited for, as in CPython
+        threading.Thread(target=time.sleep, args=(3600,), daemon=True).start()
+        pool = ThreadPoolExecutor(1)  # left idle, never shut down
+        assert pool.submit(lambda: 1).result() == 1
+    return "main returned"
+
+
+@pytest.mark.parametrize("daemon_sleeper", [False, True])
+def test_atexit_handlers_run_after_the_process_s_other_non_daemon_threads_end(
+        daemon_sleeper):
+    # CPython joins every non-daemon thread (threading._shutdown) before
+    # Py_FinalizeEx runs the atexit handlers: run as a script with python3
+    # 3.11 on Linux, the same program's handler saw the worker's file.  The
+    # handlers ran as soon as the main function returned and saw nothing.
+    w = World(seed=1)
+    result = run_alone(w, w.host("a"), _handler_reads_what_a_worker_thread_wrote, "done",
+                       daemon_sleeper)
+    assert result == "main returned"
+    assert w.server.read_text("/shared/done.seen") == "True"
+
+
 def test_a_package_with_extension_modules_is_shared_and_said_so():
     from .podcache import numeric  # here: every process of this file copies its imports
 

@@ -19,7 +19,9 @@ So, inside a process (with per-process modules, ``World``'s default):
   (``_session``: ``os.kill`` of a real signal is refused loudly).
 - ``atexit.register``/``unregister`` keep the process's own list, run last
   registered first when the process's main thread ends (returns, raises or
-  calls ``sys.exit``), inside the process, so their I/O is simulated; not
+  calls ``sys.exit``) and its other non-daemon threads have ended, as
+  CPython's ``threading._shutdown`` joins them before ``Py_FinalizeEx``
+  runs the handlers; inside the process, so their I/O is simulated; not
   when the world stops the process (a crash or teardown is a kill).
 - ``os.register_at_fork`` keeps the hooks with the process: a simulated
   process never forks (``os.fork`` is refused), so they never run.
@@ -174,6 +176,8 @@ def run_exit_handlers(process: Process) -> None:
     view = _own(process)
     if view is None or process.kill is not None:
         return  # stopped by the world: a kill runs no exit handlers
+    if view.at_exit:
+        _join_other_threads(process)
     while view.at_exit:
         func, args, kwargs = view.at_exit.pop()
         try:
@@ -185,3 +189,25 @@ def run_exit_handlers(process: Process) -> None:
                 raise
             print(f"Exception ignored in atexit callback: {func!r}", file=sys.stderr)
             traceback.print_exception(error, file=sys.stderr)
+
+
+def _join_other_threads(process: Process) -> None:
+    """Wait, as ``threading._shutdown`` does, for the process's other
+    non-daemon threads to end: a handler that reads what a worker thread
+    wrote sees it written (it did not before: the handlers ran as soon as
+    the main function returned).
+
+    Pool workers (``concurrent.futures.thread._worker``) are not waited
+    for: an idle one waits for work for good, and CPython ends them first
+    with ``_python_exit``, which the shared ``concurrent.futures`` module
+    registers for the real interpreter, not for this process.
+    """
+    from concurrent.futures import thread as futures_thread
+
+    while True:
+        waiting = [thread for thread in process.group.live_threads
+                   if thread is not process and thread.active and not thread.daemon
+                   and getattr(thread.thread, "_target", None) is not futures_thread._worker]
+        if not waiting:
+            return
+        process.syscalls.join(waiting[0], None)
