@@ -377,12 +377,13 @@ class _OwnCopyLoader(importlib.abc.Loader):
             code = _code_cache.get(self._key)
             if code is None:
                 code = self._compile(module)
-                if code is None:
-                    return  # the loader ran the body itself, once, routed (below)
-            exec(code, module.__dict__)
+            if code is not None:  # else the loader ran the body itself, once, routed (below)
+                exec(code, module.__dict__)
         finally:
             if process is not None:
                 process._importing -= 1
+        for hook in AFTER_OWN_COPY:
+            hook(module)
 
     def _compile(self, module: ModuleType) -> Any:
         loader = self._loader
@@ -420,6 +421,11 @@ class _OwnCopyLoader(importlib.abc.Loader):
             return None
         finally:
             _tls.process = process
+
+
+# Called with each process's own copy of a module once its body has run
+# (the routes' layer adds its fix-ups: ``simfs/_patch/__init__.py``).
+AFTER_OWN_COPY: list[Callable[[ModuleType], None]] = []
 
 
 # The process whose module body a wrapped loader is about to run, and its

@@ -30,7 +30,13 @@ import importlib
 import sys
 from types import FunctionType, MethodType, ModuleType
 
-from .._engine._modules import class_module, class_namespace, module_namespace, scanning
+from .._engine._modules import (
+    AFTER_OWN_COPY,
+    class_module,
+    class_namespace,
+    module_namespace,
+    scanning,
+)
 from ._clocks import _cpu, _time
 from ._concurrency import _threads
 from ._files import _descriptors, _fcntl, _io, _mmap, _os, _probes
@@ -39,7 +45,7 @@ from ._guards._boundary import real_cwd_sentinel
 from ._identity import _environ, _ids, _interpreter, _limits, _misc, _session, _users
 from ._imports import when_imported
 from ._libraries import _compat, _logging, _native
-from ._registry import REPLACEMENTS
+from ._registry import REPLACEMENTS, ROUTES_FOR_BUILTINS
 
 __all__ = ["install", "real_cwd_sentinel"]
 
@@ -103,6 +109,7 @@ def install() -> None:
         # threading.RLock when imported, and its run loop needs a real one
         # (trio/_core/_entry_queue.py).
         when_imported("trio", _route_trio)
+        AFTER_OWN_COPY.append(unbind_routes)
     _rebind_aliases()
 
 
@@ -198,8 +205,34 @@ def _rebind_class(cls: type) -> None:
                 # self.converter(t) must still pass only t).
                 wrapped = staticmethod(replacement)
             setattr(cls, attribute, wrapped)
+        elif type(member) is FunctionType and id(member) in ROUTES_FOR_BUILTINS:
+            # A class made after the routes went in holds the route itself.
+            setattr(cls, attribute, staticmethod(member))
         elif type(inner) is FunctionType:
             _rebind_defaults(inner)
+
+
+def unbind_routes(module: ModuleType) -> None:
+    """In the classes a module just defined, a route standing in for a builtin
+    becomes a staticmethod, so that instances do not bind it, as they did not
+    bind the builtin.
+
+    For a process's own copy of a module, whose body ran with the routes in
+    place: its ``class Formatter: converter = time.localtime`` holds the
+    route, and ``self.converter(t)`` passed ``self`` as the time (every
+    ``%(asctime)s`` log line inside a process failed with "localtime()
+    takes at most 1 argument (2 given)", and logging swallowed it).
+    """
+    namespace = module_namespace(module)
+    if namespace is None:
+        return
+    name = namespace.get("__name__")
+    with scanning():
+        for value in list(namespace.values()):
+            if issubclass(type(value), type) and class_module(value) == name:
+                for attribute, member in list(class_namespace(value).items()):
+                    if type(member) is FunctionType and id(member) in ROUTES_FOR_BUILTINS:
+                        setattr(value, attribute, staticmethod(member))
 
 
 def _replacement(value: object) -> object:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from types import BuiltinFunctionType, FunctionType
 from typing import Any
 
 from .._engine._scheduler import Process, current_process, routing
@@ -19,6 +20,12 @@ from .._errors import SimulationEscape
 # id(original) -> replacement, for rebinding names bound by "from os import stat".
 REPLACEMENTS: dict[int, tuple[object, object]] = {}
 _patched: set[tuple[int, str]] = set()
+# ids of the Python-function routes standing in for a builtin.  A builtin
+# stored in a class does not bind to instances; the route would
+# (``logging.Formatter.converter = time.localtime``, then
+# ``self.converter(t)``), so a class holding one gets it as a staticmethod
+# (``simfs/_patch/__init__.py``, ``unbind_routes``).
+ROUTES_FOR_BUILTINS: set[int] = set()
 
 
 def patch(owner: Any, name: str, replacement: object) -> object:
@@ -30,6 +37,10 @@ def patch(owner: Any, name: str, replacement: object) -> object:
     _patched.add(key)
     setattr(owner, name, replacement)
     REPLACEMENTS[id(original)] = (original, replacement)
+    if type(replacement) is FunctionType and type(original) is BuiltinFunctionType:
+        # Not a C type's method (a method descriptor, socket.socket.bind,
+        # blake3.update_mmap): that binds, and so must its route.
+        ROUTES_FOR_BUILTINS.add(id(replacement))
     if callable(replacement) and not isinstance(replacement, type):
         with contextlib.suppress(AttributeError, TypeError):
             replacement.__wrapped__ = original  # type: ignore[attr-defined]

@@ -219,6 +219,68 @@ def test_atexit_handlers_run_after_the_process_s_other_non_daemon_threads_end(
     assert w.server.read_text("/shared/done.seen") == "True"
 
 
+def _log_a_line_with_its_time():
+    import io
+    import logging
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger = logging.getLogger("timed")
+    logger.addHandler(handler)
+    logger.warning("saved")
+    return stream.getvalue()
+
+
+def test_a_log_line_with_its_time_is_written_inside_a_process():
+    # logging.Formatter's class body says converter = time.localtime: in the
+    # process's own copy of logging that is the route, which an instance
+    # bound (self.converter(t) passed self: "localtime() takes at most 1
+    # argument (2 given)", swallowed by logging, the line lost).
+    w = World(seed=1)
+    assert run_alone(w, w.host("a"), _log_a_line_with_its_time) == \
+        "2026-01-01 00:00:00,000 saved\n"
+
+
+_CLOCKS = """
+import time
+from time import localtime
+
+
+class Clocks:
+    monotonic = time.monotonic
+    local = localtime
+    sleep = time.sleep
+
+    def read(self):
+        self.sleep(2)
+        return self.monotonic(), self.local(0).tm_year
+
+
+def read():
+    return Clocks().read()
+"""
+
+
+@pytest.mark.parametrize("per_process_modules", [True, False])
+def test_a_class_made_after_the_routes_holds_them_as_it_held_the_builtins(
+        tmp_path, monkeypatch, per_process_modules):
+    # A builtin stored in a class is not bound by its instances; a route made
+    # after the routes went in (a process's own copy, or the test's module
+    # imported after the first World) must not be either.
+    World()  # the routes are in before the module below is imported
+    (tmp_path / "clocks_after_routes.py").write_text(_CLOCKS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import clocks_after_routes
+
+    assert clocks_after_routes.Clocks.local is time.localtime
+    w = World(seed=1, per_process_modules=per_process_modules)
+    reader = w.spawn(w.host("a"), "clocks_after_routes:read")
+    w.run()
+    started, year = reader.result()
+    assert (year, started >= 2) == (1970, True)
+
+
 def test_a_package_with_extension_modules_is_shared_and_said_so():
     from .podcache import numeric  # here: every process of this file copies its imports
 
