@@ -148,7 +148,7 @@ class ProcessGroup:
     """
 
     __slots__ = ("_counters", "_random", "cwd", "cwd_id", "environ", "fds", "limits",
-                 "live_threads", "modules", "native", "pid", "rng_seed", "umask")
+                 "live_threads", "modules", "native", "own_state", "pid", "rng_seed", "umask")
 
     def __init__(self, pid: int, cwd: str, rng_seed: int,
                  variables: Mapping[str, str] | None = None) -> None:
@@ -168,6 +168,10 @@ class ProcessGroup:
         self.rng_seed = rng_seed
         self._random: random.Random | None = None
         self._counters: dict[str, int] = {}
+        # State a route keeps for this OS process where the real module keeps
+        # it for the interpreter, by the route's name (linecache's cache of
+        # the simulated files the process read).
+        self.own_state: dict[str, Any] = {}
         # The process's own copies of the program's modules (``_modules``);
         # MAIN, the test's own, when the world shares them.
         self.modules: ModuleView = MAIN

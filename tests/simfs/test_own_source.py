@@ -27,3 +27,39 @@ def test_inspect_stack_and_getsource_answer_inside_the_world():
     assert (filename, module) == (__file__, __name__)
     assert line == _where_am_i.__code__.co_firstlineno + 1
     assert source.startswith("def _where_am_i()")
+
+
+def _line_of(path: str, number: int, rewrite: str | None = None) -> str:
+    import linecache
+
+    if rewrite is not None:
+        with open(path, "w") as corpus:
+            corpus.write(rewrite)
+    return linecache.getline(path, number)
+
+
+def _traceback_text() -> str:
+    import traceback
+
+    try:
+        raise ValueError("shown")
+    except ValueError:
+        return traceback.format_exc()
+
+
+def test_a_file_on_the_export_is_read_by_linecache_through_the_process_s_own_view():
+    # linecache.getline(path, n) is a common way to read one line of a corpus.
+    # It read with routing off: the guard refused it, and without the guard
+    # it answered '' (the real disk has no /shared).  And linecache's cache
+    # is each real process's own: a shared one gave host b the lines host a
+    # had read, after b's own rewrite.
+    world = World(seed=0)
+    a, b = world.host("a"), world.host("b")
+    first = world.spawn(a, _line_of, "/shared/corpus.txt", 2, "one\ntwo\n")
+    world.run()
+    rewritten = world.spawn(b, _line_of, "/shared/corpus.txt", 2, "uno\ndos\n")
+    world.run()
+    traced = world.spawn(a, _traceback_text)
+    world.run()
+    assert (first.result(), rewritten.result()) == ("two\n", "dos\n")
+    assert 'raise ValueError("shown")' in traced.result()  # source lines still real

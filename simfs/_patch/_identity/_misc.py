@@ -12,7 +12,13 @@
   printed inside the world is not the program's I/O.  So do ``inspect``'s
   source lookups (``inspect.stack()`` stats each frame's file; filelock's
   suite calls it): a program's own code is loaded from the real machine, as
-  an import is.
+  an import is.  A file under a simulated mount is the program's data
+  (``linecache.getline(path, n)`` is a common way to read one line of a
+  corpus): it is read routed, through the process's view, and cached in
+  the process's own cache (a real process has its own ``linecache``; one
+  shared here served a host lines another host had read).  Read with
+  routing off, it reached the real disk: the guard refused it, and without
+  the guard ``getline`` answered ``''``.
 """
 
 from __future__ import annotations
@@ -78,8 +84,55 @@ def install() -> None:
     patch(os, "umask", in_world(real_umask, umask))
     patch(socket, "gethostname", in_world(socket.gethostname, lambda process: process.host.name))
 
-    for name in ("getlines", "updatecache", "checkcache", "lazycache"):
-        if hasattr(linecache, name):
-            patch(linecache, name, real_outside(getattr(linecache, name)))
+    for name in ("getlines", "updatecache", "checkcache"):
+        patch(linecache, name, _linecache_route(getattr(linecache, name)))
+    if hasattr(linecache, "lazycache"):  # a module's source, found by its loader
+        patch(linecache, "lazycache", real_outside(linecache.lazycache))
     for name in ("getsourcefile", "getabsfile", "getmodule", "findsource"):
         patch(inspect, name, real_outside(getattr(inspect, name)))
+
+
+def _linecache_route(original: Any) -> Any:
+    """``linecache.getlines``/``updatecache``/``checkcache``: source files
+    read for real, the simulated mounts' files read routed and cached per
+    process (the module docstring)."""
+    outside = real_outside(original)
+
+    def route(filename: Any = None, *args: Any, **kwargs: Any) -> Any:
+        process = current_process()
+        if process is None:
+            return original(filename, *args, **kwargs)
+        own: dict[str, Any] = process.group.own_state.setdefault("linecache", {})
+        if filename is None:  # checkcache(): every entry of both caches
+            outside(None, *args, **kwargs)
+            return _with_cache(own, original, None, *args, **kwargs)
+        if not _simulated(process, filename):
+            return outside(filename, *args, **kwargs)
+        return _with_cache(own, original, filename, *args, **kwargs)
+
+    return route
+
+
+def _simulated(process: Process, filename: Any) -> bool:
+    """Whether ``filename`` names a file under one of the process's simulated mounts."""
+    if not isinstance(filename, str) or not filename or filename.startswith("<"):
+        return False  # "<string>", "<stdin>": linecache's own names for no file
+    if not filename.startswith("/"):
+        filename = os.path.join(process.group.cwd, filename)
+    return not process.syscalls.machine_readable(filename)
+
+
+def _with_cache(own: dict[str, Any], original: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call ``original`` routed with ``linecache.cache`` the process's own.
+
+    Only one simulated process runs at a time (the baton), and the test's
+    own thread waits meanwhile, so the module global can be swapped (a real
+    thread the test started itself would see the process's cache for the
+    length of this call).
+    """
+    shared = linecache.cache
+    linecache.cache = own
+    try:
+        return original(*args, **kwargs)
+    finally:
+        linecache.cache = shared
