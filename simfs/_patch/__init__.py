@@ -26,6 +26,7 @@ imported) serve them all.  ``_INSTALL_ORDER`` below is the one list of what
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from types import FunctionType, MethodType, ModuleType
@@ -232,7 +233,10 @@ def unbind_routes(module: ModuleType) -> None:
             if issubclass(type(value), type) and class_module(value) == name:
                 for attribute, member in list(class_namespace(value).items()):
                     if type(member) is FunctionType and id(member) in ROUTES_FOR_BUILTINS:
-                        setattr(value, attribute, staticmethod(member))
+                        # A metaclass may refuse the assignment: the import
+                        # must not fail over it (the class then binds, as before).
+                        with contextlib.suppress(AttributeError, TypeError):
+                            setattr(value, attribute, staticmethod(member))
 
 
 def _replacement(value: object) -> object:
