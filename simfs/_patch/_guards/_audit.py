@@ -220,6 +220,12 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
         reading = not flags & _WRITE_FLAGS and not set(mode) & set("wax+")
         if reading and (_code_read(path) or process.syscalls.machine_readable(path)):
             return  # the machine's own files are read-only, and readable
+        if reading and _pseudo_filename(path):
+            # The parser reading back the line of a SyntaxError in source
+            # compiled as '<unknown>' or '<string>' (3.13's traceback parses
+            # each line it underlines): the interpreter's, not the program's,
+            # and never a file (the real cwd is the sentinel directory).
+            return
     elif event in _READS and (_code_read(path) or _import_directory(path)
                               or process.syscalls.machine_readable(path)):
         return
@@ -281,3 +287,8 @@ def install() -> None:
         _installed = True
         sys.addaudithook(_hook)
         sys.path_hooks.insert(0, _export_path_hook)
+
+
+def _pseudo_filename(path: object) -> bool:
+    """``'<unknown>'``, ``'<string>'``: the name of source that has no file."""
+    return isinstance(path, str) and path.startswith("<") and path.endswith(">")
