@@ -208,15 +208,19 @@ def _rebind_class(cls: type) -> None:
             setattr(cls, attribute, wrapped)
         elif type(member) is FunctionType and id(member) in ROUTES_FOR_BUILTINS:
             # A class made after the routes went in holds the route itself.
-            setattr(cls, attribute, staticmethod(member))
+            # Its metaclass may refuse the assignment: an import must not
+            # fail over it (the class then binds, as before).
+            with contextlib.suppress(AttributeError, TypeError):
+                setattr(cls, attribute, staticmethod(member))
         elif type(inner) is FunctionType:
             _rebind_defaults(inner)
 
 
 def unbind_routes(module: ModuleType) -> None:
-    """In the classes a module just defined, a route standing in for a builtin
-    becomes a staticmethod, so that instances do not bind it, as they did not
-    bind the builtin.
+    """The alias scan (``_rebind_namespace``) for a module loaded after the
+    routes went in: a route standing in for a builtin, held by one of its
+    classes, becomes a staticmethod, so that instances do not bind it, as
+    they did not bind the builtin.
 
     For a process's own copy of a module, whose body ran with the routes in
     place: its ``class Formatter: converter = time.localtime`` holds the
@@ -227,16 +231,8 @@ def unbind_routes(module: ModuleType) -> None:
     namespace = module_namespace(module)
     if namespace is None:
         return
-    name = namespace.get("__name__")
     with scanning():
-        for value in list(namespace.values()):
-            if issubclass(type(value), type) and class_module(value) == name:
-                for attribute, member in list(class_namespace(value).items()):
-                    if type(member) is FunctionType and id(member) in ROUTES_FOR_BUILTINS:
-                        # A metaclass may refuse the assignment: the import
-                        # must not fail over it (the class then binds, as before).
-                        with contextlib.suppress(AttributeError, TypeError):
-                            setattr(value, attribute, staticmethod(member))
+        _rebind_namespace(namespace.get("__name__", ""), namespace)
 
 
 def _replacement(value: object) -> object:

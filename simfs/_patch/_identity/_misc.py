@@ -102,12 +102,11 @@ def _linecache_route(original: Any) -> Any:
         process = current_process()
         if process is None:
             return original(filename, *args, **kwargs)
+        if filename is not None and not _simulated(process, filename):
+            return outside(filename, *args, **kwargs)  # source, for a traceback
         own: dict[str, Any] = process.group.own_state.setdefault("linecache", {})
         if filename is None:  # checkcache(): every entry of both caches
             outside(None, *args, **kwargs)
-            return _with_cache(own, original, None, *args, **kwargs)
-        if not _simulated(process, filename):
-            return outside(filename, *args, **kwargs)
         return _with_cache(own, original, filename, *args, **kwargs)
 
     return route
