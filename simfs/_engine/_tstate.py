@@ -16,7 +16,15 @@ greenlet already switches the frame stack, ``sys.exc_info()``, the
 - asyncio's running loop, which ``_asyncio`` also caches per thread id
   (``cached_running_holder``): after the dict is switched the cache must be
   reset through ``_set_running_loop``, or it would name another process's
-  loop, or a freed holder.
+  loop, or a freed holder;
+- the async generator hooks (``async_gen_firstiter`` and
+  ``async_gen_finalizer``, what ``sys.set_asyncgen_hooks`` sets), which
+  trio's and asyncio's loops install at their start and put back at their
+  end.  Shared, two processes' runs crossed: the later one saved the
+  earlier one's hooks as "the thread's own" and put them back when it
+  ended, so one process's async generators were finalized by another's
+  loop, on its host, and every later run on the thread kept that loop and
+  its whole world alive.
 
 ``ThreadStateSlots`` finds those pointer fields in the running thread's
 ``PyThreadState`` by value (the address of an object known to sit there), so
@@ -75,6 +83,16 @@ def _offset_of(tstate: int, target: int, field: str) -> int:
     return hits[0]
 
 
+def _pair_at(tstate: int, first: int, second: int, fields: str) -> Any:
+    """Two adjacent pointer fields as one 16-byte value: a collection run
+    between two separate writes (3.12+ collects at the next bytecode
+    boundary) could run finalizers that see one process's first field with
+    another's second."""
+    if second != first + _WORD:
+        raise SlotsUnavailable(f"{fields} are not adjacent in this thread state")
+    return (ctypes.c_char * (2 * _WORD)).from_address(tstate + first)
+
+
 class ThreadStateSlots:
     """The per-thread pointer fields of the calling OS thread, to swap per greenlet.
 
@@ -90,21 +108,20 @@ class ThreadStateSlots:
         tstate = _api.PyThreadState_Get()
         self._dict = ctypes.c_ssize_t.from_address(
             tstate + _offset_of(tstate, _api.PyThreadState_GetDict(), "dict"))
-        # 3.13: the local key and sentinel, read and written as one 16-byte
-        # value (one C-level copy): a collection run between two writes (3.12+
-        # collects at the next bytecode boundary) could otherwise run
-        # finalizers that pair one process's key with another's sentinel, and
-        # a local made then would lose its values when the wrong process ends.
-        self._pair: Any = None
+        # 3.13: the local key and sentinel: written apart, a local made
+        # between the writes would lose its values when the wrong process ends.
+        # Pairs of adjacent pointer fields, each read and written as one
+        # 16-byte value (one C-level copy).
+        pairs = []
         if sys.version_info >= (3, 13):
-            key, sentinel = self._local_offsets(tstate)
-            if sentinel != key + _WORD:
-                raise SlotsUnavailable("threading_local_key and threading_local_sentinel "
-                                       "are not adjacent in this thread state")
-            self._pair = (ctypes.c_char * (2 * _WORD)).from_address(tstate + key)
+            pairs.append(_pair_at(tstate, *self._local_offsets(tstate),
+                                  "threading_local_key and threading_local_sentinel"))
+        pairs.append(_pair_at(tstate, *self._asyncgen_offsets(tstate),
+                              "async_gen_firstiter and async_gen_finalizer"))
+        self._pairs: tuple[Any, ...] = tuple(pairs)
         # What a thread that has not used any of them yet holds: NULLs, each
-        # filled lazily by the interpreter on first use.
-        self.fresh: tuple[Any, ...] = (0,) if self._pair is None else (0, bytes(2 * _WORD))
+        # filled lazily by the interpreter on first use (NULL hooks read as None).
+        self.fresh: tuple[Any, ...] = (0, *(bytes(2 * _WORD) for _ in pairs))
 
     @staticmethod
     def _local_offsets(tstate: int) -> tuple[int, int]:
@@ -119,21 +136,35 @@ class ThreadStateSlots:
         return (_offset_of(tstate, id(keys[0]), "threading_local_key"),
                 _offset_of(tstate, id(sentinels[0]), "threading_local_sentinel"))
 
+    @staticmethod
+    def _asyncgen_offsets(tstate: int) -> tuple[int, int]:
+        """``async_gen_firstiter`` and ``async_gen_finalizer``, found by setting
+        them to two known functions (then put back as they were)."""
+        def firstiter(agen: object) -> None:
+            pass
+
+        def finalizer(agen: object) -> None:
+            pass
+
+        before = sys.get_asyncgen_hooks()
+        sys.set_asyncgen_hooks(firstiter=firstiter, finalizer=finalizer)
+        try:
+            return (_offset_of(tstate, id(firstiter), "async_gen_firstiter"),
+                    _offset_of(tstate, id(finalizer), "async_gen_finalizer"))
+        finally:
+            sys.set_asyncgen_hooks(firstiter=before.firstiter, finalizer=before.finalizer)
+
     def swap(self, incoming: tuple[Any, ...]) -> tuple[Any, ...]:
         """Install ``incoming`` and return what was installed (its references move too).
 
-        The values are the dict's address and, on 3.13, the key and sentinel
-        addresses as 16 raw bytes.
+        The values are the dict's address, then each pair of fields (on
+        3.13 the local key and sentinel; the asyncgen hooks) as 16 raw bytes.
         """
         cell = self._dict
-        pair = self._pair
-        if pair is None:  # 3.11 and 3.12: the dict alone
-            outgoing: tuple[Any, ...] = (cell.value,)
-            cell.value = incoming[0]
-            return outgoing
-        outgoing = (cell.value, pair.raw)
+        outgoing = (cell.value, *(pair.raw for pair in self._pairs))
         cell.value = incoming[0]
-        pair.raw = incoming[1]
+        for pair, value in zip(self._pairs, incoming[1:]):
+            pair.raw = value
         return outgoing
 
     @staticmethod
@@ -141,11 +172,10 @@ class ThreadStateSlots:
         """Drop the references held by values no thread will install again.
 
         Freeing a process's dict and local key ends its ``threading.local``
-        values, as a real thread's exit does.
+        values, as a real thread's exit does; its asyncgen hooks go with it.
         """
         addresses = [saved[0]]
-        if len(saved) > 1:
-            pair = saved[1]
+        for pair in saved[1:]:
             addresses += [int.from_bytes(pair[:_WORD], sys.byteorder),
                           int.from_bytes(pair[_WORD:], sys.byteorder)]
         for address in addresses:
