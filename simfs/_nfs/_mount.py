@@ -206,12 +206,18 @@ class MountOptions:
                 ``local_lock`` mode, a lock mode NFSv4 ignores, or an option
                 simfs does not model (named, with why).
         """
+        known = _PARSED.get(text)
+        if known is not None:
+            return known
         state = _Parse(cls())
         for raw in text.split(","):
             item = raw.strip()
             if item:
                 state.apply(item)
-        return state.finish()
+        options = state.finish()
+        if not state.warned and len(_PARSED) < _PARSED_KEPT:
+            _PARSED[text] = options
+        return options
 
     @classmethod
     def from_proc_mounts(cls, line: str) -> MountOptions:
@@ -295,6 +301,13 @@ class MountOptions:
         return ",".join(parts)
 
 
+# Option strings already parsed without a warning (the options are frozen):
+# every example of a search mounts its hosts with the same few strings, and
+# a parse was a tenth of a two-host world's set-up.
+_PARSED: dict[str, MountOptions] = {}
+_PARSED_KEPT: Final = 1024
+
+
 class _Parse:
     """One parse, option by option, as ``nfs_fs_context_parse_param`` goes."""
 
@@ -310,6 +323,7 @@ class _Parse:
         self.transport_given = False
         self.udp = False
         self.minorversion_item = ""
+        self.warned = False  # a warning each time: such a string is parsed again each time
 
     def apply(self, item: str) -> None:
         name, has_value, value = item.partition("=")
@@ -508,10 +522,12 @@ class _Parse:
             options = replace(options, timeo=11, retrans=3)
         options = replace(options, kept=tuple(self.kept.values()))
         for message in [*self.repeats, *self.rounded]:  # only once the whole string is valid
+            self.warned = True
             _warn(message)
         for kind, low, high in (("acreg", options.acregmin, options.acregmax),
                                 ("acdir", options.acdirmin, options.acdirmax)):
             if low > high:
+                self.warned = True
                 _warn(f"mount options {kind}min={low} > {kind}max={high}: accepted, as the "
                       f"Linux kernel accepts it; attributes are trusted {low} s after a "
                       f"change, then {high} s after each unchanged revalidation")

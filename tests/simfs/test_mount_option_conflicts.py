@@ -25,6 +25,15 @@ def test_a_repeated_option_keeps_its_last_value_and_warns():
     assert options.acdirmin == 5
 
 
+@pytest.mark.parametrize("text", ["vers=3,acdirmin=3,acdirmin=5", "acregmin=90"])
+def test_an_option_string_that_warns_warns_each_time_it_is_parsed(text):
+    # Strings parsed without a warning are kept (each example of a search
+    # mounts its hosts with the same few); one that warns is parsed anew.
+    for _ in range(3):
+        with pytest.warns(MountOptionWarning):
+            MountOptions.parse(text)
+
+
 def test_an_identical_repeat_and_a_later_actimeo_override_do_not_warn():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
