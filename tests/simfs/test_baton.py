@@ -247,6 +247,43 @@ def test_a_process_s_async_generators_are_finalized_by_its_own_trio_run(baton: s
     assert b.result() == ["b"]
 
 
+def _asyncio_finishes_its_async_generator_where(starts_after_s: float,
+                                                 lives_s: float) -> list[str]:
+    """As above with asyncio, whose loop also sets the hooks for its run
+    (``asyncio.run`` closes the generators left suspended: shutdown_asyncgens)."""
+    import socket
+
+    closed_on: list[str] = []
+
+    async def ticks():  # type: ignore[no-untyped-def]
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed_on.append(socket.gethostname())
+
+    async def main() -> None:
+        await asyncio.sleep(1)
+        generator = ticks()
+        await generator.__anext__()
+        await asyncio.sleep(lives_s)
+        generators.append(generator)  # still suspended when main returns
+
+    generators: list[object] = []
+    time.sleep(starts_after_s)
+    asyncio.run(main())
+    return closed_on
+
+
+def test_a_process_s_async_generators_are_finalized_by_its_own_asyncio_loop(baton: str):
+    world = World(seed=4)
+    a = world.spawn(world.host("a"), _asyncio_finishes_its_async_generator_where, 0.0, 0.0)
+    b = world.spawn(world.host("b"), _asyncio_finishes_its_async_generator_where, 0.5, 5.0)
+    world.run()
+    assert a.result() == ["a"]
+    assert b.result() == ["b"]
+
+
 def _asyncgen_hooks() -> tuple[object, object]:
     return tuple(sys.get_asyncgen_hooks())  # type: ignore[return-value]
 
