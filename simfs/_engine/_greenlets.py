@@ -23,7 +23,10 @@ process: the process resumes in whichever of them gave the baton up.
 Per-thread interpreter state follows each greenlet (``_tstate``): greenlet
 switches frames, ``sys.exc_info()``, contextvars and the recursion depth;
 the switch here also swaps the thread-state fields that hold
-``threading.local`` values and asyncio's running loop.
+``threading.local`` values, asyncio's running loop and the async generator
+hooks, and (``_Tracing``) the trace and profile functions and the
+coroutine origin tracking depth: a ``breakpoint()`` or a ``cProfile`` in one
+process must not stop in, or count, another process's frames.
 
 When the engine thread stops answering (a process blocked for real, or one
 that ignores its kill in teardown), every process still on it is abandoned
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import _thread
 import os
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
@@ -82,16 +86,44 @@ DEFAULT_BATON: Final = "greenlet"
 BATONS: Final = ("greenlet", "thread")
 
 
+# What sys.settrace, sys.setprofile and sys.set_coroutine_origin_tracking_depth
+# set for the running OS thread, when any is set: (trace, profile, depth).
+# None when all three are unset, the usual case, which one comparison settles.
+_Tracing = tuple[Any, Any, int] | None
+_get_trace, _get_profile = sys.gettrace, sys.getprofile
+_get_depth = sys.get_coroutine_origin_tracking_depth
+
+
+def _tracing_now() -> _Tracing:
+    trace, profile, depth = _get_trace(), _get_profile(), _get_depth()
+    if trace is None and profile is None and not depth:
+        return None
+    return (trace, profile, depth)
+
+
+def _swap_tracing(out: _Strand, into: _Strand) -> None:
+    tracing = out.tracing = _tracing_now()
+    if tracing is not into.tracing:
+        trace, profile, depth = into.tracing or (None, None, 0)
+        sys.settrace(trace)
+        sys.setprofile(profile)
+        sys.set_coroutine_origin_tracking_depth(depth)
+
+
 class _Strand:
     """One greenlet and the thread state it left behind when it last switched out."""
 
-    __slots__ = ("engine", "greenlet", "loop", "slots")
+    __slots__ = ("engine", "greenlet", "loop", "slots", "tracing")
 
-    def __init__(self, engine: _Engine, glet: Any, slots: tuple[Any, ...]) -> None:
+    def __init__(self, engine: _Engine, glet: Any, slots: tuple[Any, ...],
+                 tracing: _Tracing = None) -> None:
         self.engine = engine
         self.greenlet = glet
         self.slots = slots
         self.loop: Any = None
+        # A process starts with what the engine thread had (a coverage
+        # tracer installed for every thread, say), as a new OS thread does.
+        self.tracing = tracing
 
 
 class _Engine:
@@ -238,7 +270,7 @@ class GreenletScheduler(Scheduler):
             strand = following._strand
             if strand is None:
                 strand = following._strand = _Strand(
-                    engine, greenlet.greenlet(self._bootstrap), slots.fresh)
+                    engine, greenlet.greenlet(self._bootstrap), slots.fresh, _tracing_now())
             self._switch(hub, strand, following)
             ended = self._ended
             if ended:
@@ -258,6 +290,9 @@ class GreenletScheduler(Scheduler):
         if turns is not None:
             # The process about to run there (None: the hub, the world's own code).
             turns(out.engine.native_id, self.current)
+        # Last before the switch: a Python call after it would be reported
+        # to the incoming process's tracer (pdb would step into simfs).
+        _swap_tracing(out, into)
         into.greenlet.switch(*args)
 
     @staticmethod
@@ -311,6 +346,7 @@ class GreenletScheduler(Scheduler):
         self._order = following
         self._switch_state(strand, strand.engine.hub)
         self._ended.append(strand)
+        _swap_tracing(strand, strand.engine.hub)
         # Returning from the greenlet lands in the hub, its parent.
 
 

@@ -316,3 +316,59 @@ def test_a_closed_world_whose_trio_runs_crossed_is_freed(baton: str):
     gc.collect()
     # An idle engine thread keeps the last world it served until the next one.
     assert [ref() is None for ref in gone[:-1]] == [True, True]
+
+
+def _traces_itself(hook: str) -> list[str]:
+    """Sets a trace or profile function, lets another process run, then calls its own."""
+    seen: list[str] = []
+
+    def record(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "call" and frame.f_code.co_name.startswith(("mine_", "theirs_")):
+            seen.append(frame.f_code.co_name)
+
+    def mine_after() -> None:
+        pass
+
+    setter = getattr(sys, hook)
+    setter(record)
+    time.sleep(1)  # the other process runs here, on the same engine thread
+    mine_after()
+    setter(None)
+    return seen
+
+
+def _runs_untraced(hook: str) -> tuple[bool, int]:
+    def theirs_work() -> None:
+        pass
+
+    time.sleep(0.5)
+    theirs_work()
+    getter = sys.gettrace if hook == "settrace" else sys.getprofile
+    return getter() is not None, sys.get_coroutine_origin_tracking_depth()
+
+
+@pytest.mark.parametrize("hook", ["settrace", "setprofile"])
+def test_a_trace_or_profile_function_sees_only_its_own_process(baton: str, hook: str):
+    # sys.settrace and sys.setprofile are per OS thread: on the greenlet
+    # baton's one engine thread a breakpoint() or a cProfile in one process
+    # stopped in, or counted, every other process's frames.
+    world = World(seed=6)
+    a = world.spawn(world.host("a"), _traces_itself, hook)
+    b = world.spawn(world.host("b"), _runs_untraced, hook)
+    world.run()
+    assert a.result() == ["mine_after"]
+    assert b.result() == (False, 0)
+
+
+def _tracks_coroutine_origins() -> int:
+    sys.set_coroutine_origin_tracking_depth(7)  # asyncio's debug mode sets it for its run
+    time.sleep(1)
+    return sys.get_coroutine_origin_tracking_depth()
+
+
+def test_coroutine_origin_tracking_depth_belongs_to_its_process(baton: str):
+    world = World(seed=6)
+    a = world.spawn(world.host("a"), _tracks_coroutine_origins)
+    b = world.spawn(world.host("b"), _runs_untraced, "settrace")
+    world.run()
+    assert (a.result(), b.result()) == (7, (False, 0))
