@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -146,14 +147,19 @@ class ModuleView:
     own (extension modules, and their pure-Python dependencies).
 
     Besides modules, a real interpreter keeps state that programs configure
-    once per process: ``sys.argv``, ``warnings``' filters and
-    ``tempfile.tempdir`` (swapped with the modules), and its signal
+    once per process: ``sys.argv``, ``sys.path``, ``sys.stdin``,
+    ``sys.stdout`` and ``sys.stderr``, ``warnings``' filters,
+    ``tempfile.tempdir``, the collector's switch and thresholds and
+    ``socket``'s default timeout (swapped with the modules), and its signal
     handlers, ``atexit`` and fork hooks (kept here, read and written by the
-    routes for ``signal`` and ``atexit``).
+    routes for ``signal`` and ``atexit``).  A new process starts with its
+    creator's values, as a child inherits its parent's (copies: ``sys.path``
+    edited in one process is not another's, nor the test's after the run).
     """
 
-    __slots__ = ("argv", "at_exit", "at_fork", "filters", "label", "names", "owner", "shared",
-                 "signal_handlers", "table", "tempdir")
+    __slots__ = ("argv", "at_exit", "at_fork", "collector", "filters", "label", "names",
+                 "owner", "path", "shared", "signal_handlers", "socket_timeout", "stdio",
+                 "table", "tempdir")
 
     def __init__(self, label: str, argv: list[str] | None = None,
                  filters: list[Any] | None = None, modules_of: ModuleView | None = None
@@ -169,6 +175,12 @@ class ModuleView:
         # copy, as a child started with the same ones has), its default
         # temporary directory found afresh (by tempfile, inside the process).
         self.argv: list[str] = list(sys.argv) if argv is None else argv
+        self.path: list[str] = sys.path if argv is not None else _path_copy()
+        self.stdio: tuple[Any, Any, Any] = (sys.stdin, sys.stdout, sys.stderr)
+        self.collector: tuple[bool, tuple[int, ...]] = (gc.isenabled(), gc.get_threshold())
+        socket = sys.modules.get("socket")
+        self.socket_timeout: float | None = (None if socket is None
+                                             else socket.getdefaulttimeout())
         warnings = sys.modules.get("warnings")
         self.filters: list[Any] = (filters if filters is not None else
                                    list(warnings.filters) if warnings is not None else [])
@@ -584,6 +596,18 @@ def switch_to(view: ModuleView) -> None:
     outgoing.argv = argv = sys.argv
     if argv is not view.argv:
         sys.argv = view.argv
+    outgoing.path = path = sys.path
+    if path is not view.path:
+        sys.path = view.path
+    stdin, stdout, stderr = stdio = view.stdio
+    if sys.stdout is not stdout or sys.stderr is not stderr or sys.stdin is not stdin:
+        # contextlib.redirect_stdout in one process is that process's own
+        outgoing.stdio = (sys.stdin, sys.stdout, sys.stderr)
+        sys.stdin, sys.stdout, sys.stderr = stdio
+    else:
+        outgoing.stdio = stdio
+    if _settings_changed or outgoing is MAIN:
+        _swap_settings(outgoing, view)
     tempfile: Any = modules.get("tempfile")
     if tempfile is not None:
         outgoing.tempdir = tempdir = tempfile.tempdir
@@ -597,6 +621,33 @@ def switch_to(view: ModuleView) -> None:
             warnings.filters = entering_filters
             if filters != entering_filters:
                 warnings._filters_mutated()
+
+
+# Whether a process ever changed the collector's switch or thresholds or
+# socket's default timeout (their routes say so): until then no switch
+# reads them, which two processes polling in step would pay at every call.
+_settings_changed = False
+
+
+def settings_changed() -> None:
+    """A process changed a process-wide setting swapped by ``_swap_settings``."""
+    global _settings_changed
+    _settings_changed = True
+
+
+def _swap_settings(outgoing: ModuleView, view: ModuleView) -> None:
+    outgoing.collector = collector = (gc.isenabled(), gc.get_threshold())
+    socket: Any = sys.modules.get("socket")
+    if socket is not None:
+        outgoing.socket_timeout = socket.getdefaulttimeout()
+    if not _settings_changed:
+        return  # the test's own, read as it leaves MAIN; nothing to put back yet
+    if collector != view.collector:
+        enabled, threshold = view.collector
+        gc.set_threshold(*threshold)
+        (gc.enable if enabled else gc.disable)()
+    if socket is not None and outgoing.socket_timeout != view.socket_timeout:
+        socket.setdefaulttimeout(view.socket_timeout)
 
 
 def release(view: ModuleView) -> None:
@@ -720,6 +771,24 @@ def import_copy(module_name: str) -> ModuleType:
         view.names = frozenset(view.table)
         spec.loader.exec_module(copy)
     return copy
+
+
+def _path_copy() -> list[str]:
+    """``sys.path`` for a new process: a copy, its ``''`` (the working
+    directory, to the import system) the real one now, as a run stands the
+    test's real directory for it (``_guards/_boundary.py``): the process's
+    own working directory is simulated, the files it imports are real."""
+    if "" not in sys.path:
+        return list(sys.path)
+    process = getattr(_tls, "process", None)
+    _tls.process = None
+    try:
+        here = os.getcwd()
+    except OSError:  # the real directory was removed: the kernel finds nothing there
+        here = ""
+    finally:
+        _tls.process = process
+    return [entry or here for entry in sys.path]
 
 
 def _real_stat(path: str | None) -> os.stat_result | None:

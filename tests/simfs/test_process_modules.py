@@ -143,6 +143,53 @@ def test_logging_argv_signals_and_warnings_belong_to_each_process():
     assert signal.getsignal(signal.SIGUSR1) == usr1
 
 
+def _changes_its_interpreter_settings() -> str:
+    import contextlib
+    import gc
+    import io
+    import socket
+
+    sys.path.insert(0, "/only-in-a")
+    gc.disable()
+    gc.set_threshold(5000)
+    socket.setdefaulttimeout(7)
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        time.sleep(1)  # the other process runs here
+        print("a's line")
+    return captured.getvalue()
+
+
+def _reads_its_interpreter_settings() -> tuple[object, ...]:
+    import gc
+    import io
+    import socket
+
+    time.sleep(0.5)  # inside a's redirect_stdout and after a's changes
+    return ("/only-in-a" in sys.path, gc.isenabled(), gc.get_threshold()[0],
+            socket.getdefaulttimeout(), isinstance(sys.stdout, io.StringIO))
+
+
+def test_sys_path_stdout_the_collector_and_socket_timeout_belong_to_each_process():
+    # One interpreter's settings, as each real process has its own: changed
+    # in one process they showed in every other (b printed into a's
+    # redirect_stdout buffer) and stayed changed in the test after the run
+    # (gc disabled, sys.path edited).
+    import gc
+    import socket
+
+    before = (list(sys.path), gc.isenabled(), gc.get_threshold(), socket.getdefaulttimeout(),
+              sys.stdout)
+    w = World(seed=1)
+    a = w.spawn(w.host("a"), _changes_its_interpreter_settings)
+    b = w.spawn(w.host("b"), _reads_its_interpreter_settings)
+    w.run()
+    assert a.result() == "a's line\n"
+    assert b.result() == (False, before[1], before[2][0], before[3], False)
+    assert (list(sys.path), gc.isenabled(), gc.get_threshold(), socket.getdefaulttimeout(),
+            sys.stdout) == before
+
+
 def _set_a_handler_from_a_thread():
     import threading
 

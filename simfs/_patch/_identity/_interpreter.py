@@ -25,19 +25,28 @@ So, inside a process (with per-process modules, ``World``'s default):
   when the world stops the process (a crash or teardown is a kill).
 - ``os.register_at_fork`` keeps the hooks with the process: a simulated
   process never forks (``os.fork`` is refused), so they never run.
+- ``gc.enable``/``disable``/``set_threshold`` and
+  ``socket.setdefaulttimeout`` run as they are, and tell the module views
+  (``_engine/_modules.py``) to swap those settings with the process from
+  then on: a ``gc.disable()`` in one process is not another's, nor the
+  test's after the run.  (``sys.setrecursionlimit`` is not swapped: setting
+  a limit below the depth of the process handing the baton on would raise
+  there; it stays interpreter-wide.)
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import signal
+import socket
 import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ..._engine._modules import MAIN, ModuleView
+from ..._engine._modules import MAIN, ModuleView, settings_changed
 from ..._engine._scheduler import Process, current_process
 from ..._errors import simulated_oserror
 from .._registry import patch
@@ -165,6 +174,21 @@ def install() -> None:
         view.at_fork.extend(hooks.items())
 
     patch(os, "register_at_fork", register_at_fork)
+
+    for owner, name in ((gc, "enable"), (gc, "disable"), (gc, "set_threshold"),
+                        (socket, "setdefaulttimeout")):
+        patch(owner, name, _process_wide_setting(getattr(owner, name)))
+
+
+def _process_wide_setting(real: Callable[..., Any]) -> Callable[..., Any]:
+    """A setter of process-wide state the module views swap once a process used one."""
+
+    def route(*args: Any, **kwargs: Any) -> Any:
+        if current_process() is not None:
+            settings_changed()
+        return real(*args, **kwargs)
+
+    return route
 
 
 def run_exit_handlers(process: Process) -> None:
