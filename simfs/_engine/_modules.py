@@ -42,6 +42,7 @@ import importlib.util
 import os
 import sys
 import sysconfig
+import threading as _threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
@@ -140,6 +141,12 @@ def scanning() -> Iterator[None]:
         yield
 
 
+def _hooks_now() -> tuple[Any, ...]:
+    """The hooks a program sets by assignment: sys's, and threading.excepthook."""
+    return (sys.excepthook, sys.unraisablehook, sys.displayhook, sys.breakpointhook,
+            sys.dont_write_bytecode, _threading.excepthook)
+
+
 class ModuleView:
     """One OS process's per-process modules, by name, and its interpreter-wide state.
 
@@ -157,9 +164,9 @@ class ModuleView:
     edited in one process is not another's, nor the test's after the run).
     """
 
-    __slots__ = ("argv", "at_exit", "at_fork", "collector", "filters", "label", "names",
-                 "owner", "path", "shared", "signal_handlers", "socket_timeout", "stdio",
-                 "table", "tempdir")
+    __slots__ = ("argv", "at_exit", "at_fork", "collector", "filters", "hooks", "label",
+                 "names", "owner", "path", "shared", "signal_handlers", "socket_timeout",
+                 "stdio", "table", "tempdir")
 
     def __init__(self, label: str, argv: list[str] | None = None,
                  filters: list[Any] | None = None, modules_of: ModuleView | None = None
@@ -177,6 +184,7 @@ class ModuleView:
         self.argv: list[str] = list(sys.argv) if argv is None else argv
         self.path: list[str] = sys.path if argv is not None else _path_copy()
         self.stdio: tuple[Any, Any, Any] = (sys.stdin, sys.stdout, sys.stderr)
+        self.hooks: tuple[Any, ...] = _hooks_now()
         self.collector: tuple[bool, tuple[int, ...]] = (gc.isenabled(), gc.get_threshold())
         socket = sys.modules.get("socket")
         self.socket_timeout: float | None = (None if socket is None
@@ -606,6 +614,19 @@ def switch_to(view: ModuleView) -> None:
         sys.stdin, sys.stdout, sys.stderr = stdio
     else:
         outgoing.stdio = stdio
+    excepthook, unraisablehook, displayhook, breakpointhook, no_bytecode, thread_hook = \
+        hooks = view.hooks
+    if (sys.excepthook is not excepthook or sys.unraisablehook is not unraisablehook
+            or sys.displayhook is not displayhook or sys.breakpointhook is not breakpointhook
+            or sys.dont_write_bytecode is not no_bytecode
+            or _threading.excepthook is not thread_hook):
+        # A process's sys.excepthook = ... is its own (it silenced the
+        # test's own errors after the run before).
+        outgoing.hooks = _hooks_now()
+        (sys.excepthook, sys.unraisablehook, sys.displayhook, sys.breakpointhook,
+         sys.dont_write_bytecode, _threading.excepthook) = hooks
+    else:
+        outgoing.hooks = hooks
     if _settings_changed or outgoing is MAIN:
         _swap_settings(outgoing, view)
     tempfile: Any = modules.get("tempfile")

@@ -190,6 +190,43 @@ def test_sys_path_stdout_the_collector_and_socket_timeout_belong_to_each_process
             sys.stdout) == before
 
 
+def _ignore(*args: object) -> None:
+    """The hook process a sets: it swallows every error."""
+
+
+def _sets_its_hooks() -> bool:
+    import threading
+
+    sys.excepthook = sys.unraisablehook = threading.excepthook = _ignore
+    sys.dont_write_bytecode = not sys.dont_write_bytecode
+    time.sleep(1)  # the other process runs here
+    return sys.excepthook is _ignore
+
+
+def _reads_its_hooks() -> tuple[str, ...]:
+    import threading
+
+    time.sleep(0.5)
+    return tuple(getattr(hook, "__name__", repr(hook)) for hook in
+                 (sys.excepthook, sys.unraisablehook, threading.excepthook))
+
+
+def test_hooks_a_program_sets_by_assignment_belong_to_its_process():
+    # sys.excepthook = ... in one process silenced every other process's
+    # uncaught errors, and the test's own after the run.
+    import threading
+
+    before = (sys.excepthook, sys.unraisablehook, threading.excepthook, sys.dont_write_bytecode)
+    w = World(seed=1)
+    a = w.spawn(w.host("a"), _sets_its_hooks)
+    b = w.spawn(w.host("b"), _reads_its_hooks)
+    w.run()
+    assert a.result() is True
+    assert "_ignore" not in b.result()
+    assert (sys.excepthook, sys.unraisablehook, threading.excepthook,
+            sys.dont_write_bytecode) == before
+
+
 def _set_a_handler_from_a_thread():
     import threading
 
