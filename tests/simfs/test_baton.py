@@ -204,16 +204,21 @@ def test_a_real_thread_calling_a_routed_function_during_a_run_gets_the_real_one(
     assert seen == [(True, ident)]
 
 
-def _finishes_its_async_generator_where(starts_after_s: float, lives_s: float) -> list[str]:
-    """trio.run with an async generator left suspended: trio closes it at the run's end.
+def _finishes_its_async_generator_where(starts_after_s: float, lives_s: float,
+                                        loop: str = "trio") -> list[str]:
+    """A run (trio's or asyncio's) that leaves an async generator suspended:
+    the loop closes it as the run ends (trio's finalize_remaining, asyncio's
+    shutdown_asyncgens).
 
     The generator's ``finally`` says on which host it ran: a real process's
-    trio run finalizes its own generators (sys.set_asyncgen_hooks is per OS
+    loop finalizes its own generators (sys.set_asyncgen_hooks is per OS
     thread, so per process), never another process's.
     """
     import socket
 
+    sleep = trio.sleep if loop == "trio" else asyncio.sleep
     closed_on: list[str] = []
+    kept: list[object] = []
 
     async def ticks():  # type: ignore[no-untyped-def]
         try:
@@ -223,62 +228,30 @@ def _finishes_its_async_generator_where(starts_after_s: float, lives_s: float) -
             closed_on.append(socket.gethostname())
 
     async def main() -> None:
-        await trio.sleep(1)
+        await sleep(1)
         generator = ticks()
-        await generator.__anext__()  # first iteration: trio's firstiter hook takes it
-        await trio.sleep(lives_s)
+        await generator.__anext__()  # first iteration: the loop's firstiter hook takes it
+        await sleep(lives_s)
+        kept.append(generator)  # still suspended when main returns
 
     time.sleep(starts_after_s)
-    trio.run(main)
+    if loop == "trio":
+        trio.run(main)
+    else:
+        asyncio.run(main())
     return closed_on
 
 
-def test_a_process_s_async_generators_are_finalized_by_its_own_trio_run(baton: str):
-    # b's trio.run starts after a's and ends after it: on one OS thread, b's
-    # run saved a's asyncgen hooks as "the thread's before" and put them back
-    # at its end, so a's generator went to b's runner (closed on b, after a
-    # ended) and every later run on that thread kept a's runner, and its whole
+@pytest.mark.parametrize("loop", ["trio", "asyncio"])
+def test_a_process_s_async_generators_are_finalized_by_its_own_loop(baton: str, loop: str):
+    # b's run starts after a's and ends after it: on one OS thread, b's run
+    # saved a's asyncgen hooks as "the thread's before" and put them back at
+    # its end, so a's generator went to b's loop (closed on b, after a
+    # ended) and every later run on that thread kept a's loop, and its whole
     # world, alive (measured: each refit example's world leaked, 383 objects).
     world = World(seed=4)
-    a = world.spawn(world.host("a"), _finishes_its_async_generator_where, 0.0, 0.0)
-    b = world.spawn(world.host("b"), _finishes_its_async_generator_where, 0.5, 5.0)
-    world.run()
-    assert a.result() == ["a"]
-    assert b.result() == ["b"]
-
-
-def _asyncio_finishes_its_async_generator_where(starts_after_s: float,
-                                                 lives_s: float) -> list[str]:
-    """As above with asyncio, whose loop also sets the hooks for its run
-    (``asyncio.run`` closes the generators left suspended: shutdown_asyncgens)."""
-    import socket
-
-    closed_on: list[str] = []
-
-    async def ticks():  # type: ignore[no-untyped-def]
-        try:
-            yield 1
-            yield 2
-        finally:
-            closed_on.append(socket.gethostname())
-
-    async def main() -> None:
-        await asyncio.sleep(1)
-        generator = ticks()
-        await generator.__anext__()
-        await asyncio.sleep(lives_s)
-        generators.append(generator)  # still suspended when main returns
-
-    generators: list[object] = []
-    time.sleep(starts_after_s)
-    asyncio.run(main())
-    return closed_on
-
-
-def test_a_process_s_async_generators_are_finalized_by_its_own_asyncio_loop(baton: str):
-    world = World(seed=4)
-    a = world.spawn(world.host("a"), _asyncio_finishes_its_async_generator_where, 0.0, 0.0)
-    b = world.spawn(world.host("b"), _asyncio_finishes_its_async_generator_where, 0.5, 5.0)
+    a = world.spawn(world.host("a"), _finishes_its_async_generator_where, 0.0, 0.0, loop)
+    b = world.spawn(world.host("b"), _finishes_its_async_generator_where, 0.5, 5.0, loop)
     world.run()
     assert a.result() == ["a"]
     assert b.result() == ["b"]
