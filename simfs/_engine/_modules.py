@@ -32,6 +32,7 @@ name a world lists in ``shared_modules``.
 
 from __future__ import annotations
 
+import _locale
 import contextlib
 import functools
 import gc
@@ -141,6 +142,19 @@ def scanning() -> Iterator[None]:
         yield
 
 
+def _settings_now() -> tuple[Any, ...]:
+    """The process-wide settings a program changes by calls (whose routes say
+    so, ``settings_changed``): the collector's switch and thresholds,
+    socket's default timeout, the C locale (every category, as
+    ``setlocale(LC_ALL)`` names it) and ``threading.settrace``/``setprofile``'s
+    hooks for new threads."""
+    socket = sys.modules.get("socket")
+    return (gc.isenabled(), gc.get_threshold(),
+            None if socket is None else socket.getdefaulttimeout(),
+            _locale.setlocale(_locale.LC_ALL),
+            _threading._trace_hook, _threading._profile_hook)  # type: ignore[attr-defined]
+
+
 def _hooks_now() -> tuple[Any, ...]:
     """The hooks a program sets by assignment: sys's, and threading.excepthook."""
     return (sys.excepthook, sys.unraisablehook, sys.displayhook, sys.breakpointhook,
@@ -164,9 +178,8 @@ class ModuleView:
     edited in one process is not another's, nor the test's after the run).
     """
 
-    __slots__ = ("argv", "at_exit", "at_fork", "collector", "filters", "hooks", "label",
-                 "names", "owner", "path", "shared", "signal_handlers", "socket_timeout",
-                 "stdio", "table", "tempdir")
+    __slots__ = ("argv", "at_exit", "at_fork", "filters", "hooks", "label", "names", "owner",
+                 "path", "settings", "shared", "signal_handlers", "stdio", "table", "tempdir")
 
     def __init__(self, label: str, argv: list[str] | None = None,
                  filters: list[Any] | None = None, modules_of: ModuleView | None = None
@@ -185,10 +198,7 @@ class ModuleView:
         self.path: list[str] = sys.path if argv is not None else _path_copy()
         self.stdio: tuple[Any, Any, Any] = (sys.stdin, sys.stdout, sys.stderr)
         self.hooks: tuple[Any, ...] = _hooks_now()
-        self.collector: tuple[bool, tuple[int, ...]] = (gc.isenabled(), gc.get_threshold())
-        socket = sys.modules.get("socket")
-        self.socket_timeout: float | None = (None if socket is None
-                                             else socket.getdefaulttimeout())
+        self.settings: tuple[Any, ...] = _settings_now()
         warnings = sys.modules.get("warnings")
         self.filters: list[Any] = (filters if filters is not None else
                                    list(warnings.filters) if warnings is not None else [])
@@ -644,9 +654,9 @@ def switch_to(view: ModuleView) -> None:
                 warnings._filters_mutated()
 
 
-# Whether a process ever changed the collector's switch or thresholds or
-# socket's default timeout (their routes say so): until then no switch
-# reads them, which two processes polling in step would pay at every call.
+# Whether a process ever changed one of ``_settings_now``'s settings (their
+# routes say so): until then no switch reads them, which two processes
+# polling in step would pay at every call.
 _settings_changed = False
 
 
@@ -657,18 +667,18 @@ def settings_changed() -> None:
 
 
 def _swap_settings(outgoing: ModuleView, view: ModuleView) -> None:
-    outgoing.collector = collector = (gc.isenabled(), gc.get_threshold())
+    outgoing.settings = now = _settings_now()
+    if not _settings_changed or now == view.settings:
+        return  # (not changed: the test's own, read as it leaves MAIN, nothing to put back)
+    enabled, threshold, timeout, place, trace_hook, profile_hook = view.settings
+    gc.set_threshold(*threshold)
+    (gc.enable if enabled else gc.disable)()
     socket: Any = sys.modules.get("socket")
     if socket is not None:
-        outgoing.socket_timeout = socket.getdefaulttimeout()
-    if not _settings_changed:
-        return  # the test's own, read as it leaves MAIN; nothing to put back yet
-    if collector != view.collector:
-        enabled, threshold = view.collector
-        gc.set_threshold(*threshold)
-        (gc.enable if enabled else gc.disable)()
-    if socket is not None and outgoing.socket_timeout != view.socket_timeout:
-        socket.setdefaulttimeout(view.socket_timeout)
+        socket.setdefaulttimeout(timeout)
+    if place != now[3]:
+        _locale.setlocale(_locale.LC_ALL, place)
+    _threading._trace_hook, _threading._profile_hook = trace_hook, profile_hook  # type: ignore[attr-defined]
 
 
 def release(view: ModuleView) -> None:

@@ -147,12 +147,16 @@ def _changes_its_interpreter_settings() -> str:
     import contextlib
     import gc
     import io
+    import locale
     import socket
+    import threading
 
     sys.path.insert(0, "/only-in-a")
     gc.disable()
     gc.set_threshold(5000)
     socket.setdefaulttimeout(7)
+    locale.setlocale(locale.LC_NUMERIC, "C.UTF-8")
+    threading.settrace(_ignore)
     captured = io.StringIO()
     with contextlib.redirect_stdout(captured):
         time.sleep(1)  # the other process runs here
@@ -163,31 +167,40 @@ def _changes_its_interpreter_settings() -> str:
 def _reads_its_interpreter_settings() -> tuple[object, ...]:
     import gc
     import io
+    import locale
     import socket
+    import threading
 
     time.sleep(0.5)  # inside a's redirect_stdout and after a's changes
     return ("/only-in-a" in sys.path, gc.isenabled(), gc.get_threshold()[0],
-            socket.getdefaulttimeout(), isinstance(sys.stdout, io.StringIO))
+            socket.getdefaulttimeout(), isinstance(sys.stdout, io.StringIO),
+            locale.setlocale(locale.LC_NUMERIC), threading._trace_hook)  # type: ignore[attr-defined]
 
 
-def test_sys_path_stdout_the_collector_and_socket_timeout_belong_to_each_process():
+def test_sys_path_stdout_the_collector_socket_timeout_and_locale_belong_to_each_process():
     # One interpreter's settings, as each real process has its own: changed
     # in one process they showed in every other (b printed into a's
     # redirect_stdout buffer) and stayed changed in the test after the run
-    # (gc disabled, sys.path edited).
+    # (gc disabled, sys.path edited, the C locale set).
     import gc
+    import locale
     import socket
+    import threading
 
-    before = (list(sys.path), gc.isenabled(), gc.get_threshold(), socket.getdefaulttimeout(),
-              sys.stdout)
+    def settings() -> tuple[object, ...]:
+        return (list(sys.path), gc.isenabled(), gc.get_threshold(), socket.getdefaulttimeout(),
+                sys.stdout, locale.setlocale(locale.LC_NUMERIC),
+                threading._trace_hook)  # type: ignore[attr-defined]
+
+    before = settings()
     w = World(seed=1)
     a = w.spawn(w.host("a"), _changes_its_interpreter_settings)
     b = w.spawn(w.host("b"), _reads_its_interpreter_settings)
     w.run()
     assert a.result() == "a's line\n"
-    assert b.result() == (False, before[1], before[2][0], before[3], False)
-    assert (list(sys.path), gc.isenabled(), gc.get_threshold(), socket.getdefaulttimeout(),
-            sys.stdout) == before
+    assert b.result() == (False, before[1], before[2][0], before[3], False, before[5],
+                          before[6])
+    assert settings() == before
 
 
 def _ignore(*args: object) -> None:

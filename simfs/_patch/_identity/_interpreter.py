@@ -25,11 +25,12 @@ So, inside a process (with per-process modules, ``World``'s default):
   when the world stops the process (a crash or teardown is a kill).
 - ``os.register_at_fork`` keeps the hooks with the process: a simulated
   process never forks (``os.fork`` is refused), so they never run.
-- ``gc.enable``/``disable``/``set_threshold`` and
-  ``socket.setdefaulttimeout`` run as they are, and tell the module views
-  (``_engine/_modules.py``) to swap those settings with the process from
-  then on: a ``gc.disable()`` in one process is not another's, nor the
-  test's after the run.  (``sys.setrecursionlimit`` is not swapped: setting
+- ``gc.enable``/``disable``/``set_threshold``, ``socket.setdefaulttimeout``,
+  ``locale.setlocale`` and ``threading.settrace``/``setprofile`` run as
+  they are, and tell the module views (``_engine/_modules.py``) to swap
+  those settings with the process from then on: a ``gc.disable()`` or a
+  ``setlocale`` in one process is not another's, nor the test's after the
+  run.  (``sys.setrecursionlimit`` is not swapped: setting
   a limit below the depth of the process handing the baton on would raise
   there; it stays interpreter-wide.)
 """
@@ -38,10 +39,12 @@ from __future__ import annotations
 
 import atexit
 import gc
+import locale
 import os
 import signal
 import socket
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -176,8 +179,12 @@ def install() -> None:
     patch(os, "register_at_fork", register_at_fork)
 
     for owner, name in ((gc, "enable"), (gc, "disable"), (gc, "set_threshold"),
-                        (socket, "setdefaulttimeout")):
-        patch(owner, name, _process_wide_setting(getattr(owner, name)))
+                        (socket, "setdefaulttimeout"), (locale, "setlocale"),
+                        (threading, "settrace"), (threading, "setprofile"),
+                        (threading, "settrace_all_threads"),
+                        (threading, "setprofile_all_threads")):
+        if hasattr(owner, name):  # the *_all_threads ones: 3.12+
+            patch(owner, name, _process_wide_setting(getattr(owner, name)))
 
 
 def _process_wide_setting(real: Callable[..., Any]) -> Callable[..., Any]:
