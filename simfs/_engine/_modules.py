@@ -169,13 +169,15 @@ class ModuleView:
 
     Besides modules, a real interpreter keeps state that programs configure
     once per process: ``sys.argv``, ``sys.path``, ``sys.stdin``,
-    ``sys.stdout`` and ``sys.stderr``, ``warnings``' filters,
-    ``tempfile.tempdir``, the collector's switch and thresholds and
-    ``socket``'s default timeout (swapped with the modules), and its signal
-    handlers, ``atexit`` and fork hooks (kept here, read and written by the
-    routes for ``signal`` and ``atexit``).  A new process starts with its
-    creator's values, as a child inherits its parent's (copies: ``sys.path``
-    edited in one process is not another's, nor the test's after the run).
+    ``sys.stdout`` and ``sys.stderr``, the hooks set by assignment
+    (``_hooks_now``), ``warnings``' filters and ``tempfile.tempdir``
+    (swapped with the modules at every switch), the settings changed by
+    calls (``_settings_now``: swapped once a process made such a call), and
+    its signal handlers, ``atexit`` and fork hooks (kept here, read and
+    written by the routes for ``signal`` and ``atexit``).  A new process
+    starts with its creator's values, as a child inherits its parent's
+    (copies: ``sys.path`` edited in one process is not another's, nor the
+    test's after the run).
     """
 
     __slots__ = ("argv", "at_exit", "at_fork", "filters", "hooks", "label", "names", "owner",
@@ -669,7 +671,7 @@ def settings_changed() -> None:
 def _swap_settings(outgoing: ModuleView, view: ModuleView) -> None:
     outgoing.settings = now = _settings_now()
     if not _settings_changed or now == view.settings:
-        return  # (not changed: the test's own, read as it leaves MAIN, nothing to put back)
+        return  # nothing changed yet: only the test's own, read as it leaves MAIN
     enabled, threshold, timeout, place, trace_hook, profile_hook = view.settings
     gc.set_threshold(*threshold)
     (gc.enable if enabled else gc.disable)()
