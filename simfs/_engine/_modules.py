@@ -184,8 +184,8 @@ class ModuleView:
                  "path", "settings", "shared", "signal_handlers", "stdio", "table", "tempdir")
 
     def __init__(self, label: str, argv: list[str] | None = None,
-                 filters: list[Any] | None = None, modules_of: ModuleView | None = None
-                 ) -> None:
+                 filters: list[Any] | None = None, modules_of: ModuleView | None = None,
+                 path: list[str] | None = None) -> None:
         self.label = label
         # Whose module table this process uses: its own, or (``modules_of``)
         # the test's, for a target that is the test's own object.
@@ -197,7 +197,7 @@ class ModuleView:
         # copy, as a child started with the same ones has), its default
         # temporary directory found afresh (by tempfile, inside the process).
         self.argv: list[str] = list(sys.argv) if argv is None else argv
-        self.path: list[str] = sys.path if argv is not None else _path_copy()
+        self.path: list[str] = _path_copy() if path is None else path
         self.stdio: tuple[Any, Any, Any] = (sys.stdin, sys.stdout, sys.stderr)
         self.hooks: tuple[Any, ...] = _hooks_now()
         self.settings: tuple[Any, ...] = _settings_now()
@@ -213,7 +213,7 @@ class ModuleView:
         return f"<ModuleView {self.label!r}: {len(self.table)} modules>"
 
 
-MAIN: Final = ModuleView("the test process", argv=sys.argv, filters=[])
+MAIN: Final = ModuleView("the test process", argv=sys.argv, filters=[], path=sys.path)
 _installed: ModuleView = MAIN
 # Names the import system looked for since the last switch (sys.modules
 # misses): the only candidates for the running view's table.
@@ -253,12 +253,8 @@ def _top_is_per_process(top: str, module: ModuleType) -> bool:
         # (switch_to adopts the modules a process imported).  A process passing
         # the baton was marked running, the baton went elsewhere, and the run
         # ended in a Deadlock (zarr used by two processes at once).
-        process = getattr(_tls, "process", None)
-        _tls.process = None
-        try:
+        with _routing_off():
             verdict = _classify_top(top, module)
-        finally:
-            _tls.process = process
         _top_verdicts[top] = verdict
     return verdict
 
@@ -806,6 +802,17 @@ def import_copy(module_name: str) -> ModuleType:
     return copy
 
 
+@contextlib.contextmanager
+def _routing_off() -> Iterator[None]:
+    """The interpreter's own real call (not the program's): routing off, then restored."""
+    process = getattr(_tls, "process", None)
+    _tls.process = None
+    try:
+        yield
+    finally:
+        _tls.process = process
+
+
 def _path_copy() -> list[str]:
     """``sys.path`` for a new process: a copy, its ``''`` (the working
     directory, to the import system) the real one now, as a run stands the
@@ -813,14 +820,11 @@ def _path_copy() -> list[str]:
     own working directory is simulated, the files it imports are real."""
     if "" not in sys.path:
         return list(sys.path)
-    process = getattr(_tls, "process", None)
-    _tls.process = None
-    try:
-        here = os.getcwd()
-    except OSError:  # the real directory was removed: the kernel finds nothing there
-        here = ""
-    finally:
-        _tls.process = process
+    with _routing_off():
+        try:
+            here = os.getcwd()
+        except OSError:  # the real directory was removed: the kernel finds nothing there
+            here = ""
     return [entry or here for entry in sys.path]
 
 
@@ -828,14 +832,11 @@ def _real_stat(path: str | None) -> os.stat_result | None:
     """``os.stat`` of a module's file with routing off (the interpreter's read)."""
     if path is None:
         return None
-    process = getattr(_tls, "process", None)
-    _tls.process = None
-    try:
-        return os.stat(path)
-    except OSError:
-        return None
-    finally:
-        _tls.process = process
+    with _routing_off():
+        try:
+            return os.stat(path)
+        except OSError:
+            return None
 
 
 class NamedTarget:
