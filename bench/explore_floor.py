@@ -103,11 +103,7 @@ def measure(count: int) -> tuple[int, float, float, float]:
 
 def marker(count: int) -> tuple[int, float, float]:
     """The README's marker search: (examples, search, the bodies' spawns and run)."""
-    from explore_identity import publish, wait_for  # bench/, this script's directory
-    from hypothesis import settings
-
-    from simfs import explore
-    from simfs.strategies import mount_options
+    from explore_identity import marker_search, publish, wait_for  # bench/, this directory
 
     spent = [0.0, 0]
 
@@ -122,17 +118,10 @@ def marker(count: int) -> tuple[int, float, float]:
             spent[0] += time.process_time() - start
             spent[1] += 1
 
-    def search(examples: int) -> None:
-        try:
-            explore(hosts={"a": "vers=3", "b": mount_options()}, max_examples=examples,
-                    hypothesis_settings=settings(derandomize=True, database=None))(body)()
-        except Exception:  # the README's example fails, as it says
-            pass
-
-    search(3)
+    marker_search(body, 3)
     spent[:] = [0.0, 0]
     start = time.process_time()
-    search(count)
+    marker_search(body, count)
     return int(spent[1]), time.process_time() - start, spent[0]
 
 

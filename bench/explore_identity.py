@@ -66,12 +66,26 @@ def refit(examples: int) -> None:
           f"{len(log) / cpu:.1f} examples/CPU s; shrank to {shrunk}")
 
 
-def marker(examples: int) -> None:
+def marker_search(body: Any, count: int) -> str:
+    """Explore ``body`` (the README's marker world) as the README does, derandomized.
+
+    Hypothesis derives a derandomized search from the body's source: a body
+    whose text changes searches other examples.
+    """
     from hypothesis import settings
 
     import simfs
     from simfs.strategies import mount_options
 
+    try:
+        simfs.explore(hosts={"a": "vers=3", "b": mount_options()}, max_examples=count,
+                      hypothesis_settings=settings(derandomize=True, database=None))(body)()
+    except Exception as error:  # the README's example fails, as it says
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
+    return "passed"
+
+
+def marker(examples: int) -> None:
     log: list[str] = []
 
     def body(world: Any) -> None:
@@ -83,18 +97,10 @@ def marker(examples: int) -> None:
         finally:
             log.append(world.trace.digest())
 
-    def search(count: int) -> str:
-        try:
-            simfs.explore(hosts={"a": "vers=3", "b": mount_options()}, max_examples=count,
-                          hypothesis_settings=settings(derandomize=True, database=None))(body)()
-        except Exception as error:  # the README's example fails, as it says
-            return f"{type(error).__name__}: {str(error).splitlines()[0][:80]}"
-        return "passed"
-
-    search(3)
+    marker_search(body, 3)
     log.clear()
     start = time.process_time()
-    outcome = search(examples)
+    outcome = marker_search(body, examples)
     cpu = time.process_time() - start
     print(f"README marker: {len(log)} examples, fingerprint {_fingerprint(log)}, "
           f"{len(log) / cpu:.1f} examples/CPU s; last {log[-1][:16]}: {outcome}")
